@@ -1,0 +1,104 @@
+"""ARS: two-level context compression for long-running LLM agents.
+
+L1 trims a copy of each request (huge ``write_file``/``edit_file`` arguments,
+huge tool results moved to content-addressed files); L2 archives older history
+to a file, summarizes it, and records a cumulative cutoff event in the agent's
+state. See :class:`Compressor` for the entry point.
+"""
+
+from __future__ import annotations
+
+from .config import DEFAULT_SUMMARY_PROMPT, SummaryConfig
+from .engine import CallOutcome, Compressor, StateUpdate
+from .errors import (
+    ArsError,
+    ConfigError,
+    ContextOverflowError,
+    FileBackendError,
+    MessageFormatError,
+    PathBoundaryError,
+    PluginError,
+    SummarizerError,
+    is_context_overflow,
+)
+from .estimate import ApproxEstimator, CachingEstimator, Estimator, TiktokenEstimator
+from .events import CompressionEvent, SummarizationEvent, effective_messages, to_global_cutoff
+from .files import FileBackend, FsspecBackend, check_path, sanitize_name
+from .l2 import read_history
+from .messages import (
+    MARK_OFFLOADED,
+    MARK_SUMMARY,
+    MARK_TRIMMED,
+    MARK_TRUNCATED_ARGS,
+    ContentPart,
+    Message,
+    ToolCall,
+    from_openai,
+    message_from_dict,
+    message_to_dict,
+    read_messages,
+    to_openai,
+)
+from .sse import SSE_EVENT_NAME, encode_sse, sse_frame
+from .summarize import (
+    AsyncSummarizer,
+    CallableSummarizer,
+    ExtractiveSummarizer,
+    Summarizer,
+    SummaryResult,
+    Usage,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_SUMMARY_PROMPT",
+    "MARK_OFFLOADED",
+    "MARK_SUMMARY",
+    "MARK_TRIMMED",
+    "MARK_TRUNCATED_ARGS",
+    "SSE_EVENT_NAME",
+    "ApproxEstimator",
+    "ArsError",
+    "AsyncSummarizer",
+    "CachingEstimator",
+    "CallOutcome",
+    "CallableSummarizer",
+    "CompressionEvent",
+    "Compressor",
+    "ConfigError",
+    "ContentPart",
+    "ContextOverflowError",
+    "Estimator",
+    "ExtractiveSummarizer",
+    "FileBackend",
+    "FileBackendError",
+    "FsspecBackend",
+    "Message",
+    "MessageFormatError",
+    "PathBoundaryError",
+    "PluginError",
+    "StateUpdate",
+    "SummarizationEvent",
+    "Summarizer",
+    "SummarizerError",
+    "SummaryConfig",
+    "SummaryResult",
+    "TiktokenEstimator",
+    "ToolCall",
+    "Usage",
+    "__version__",
+    "check_path",
+    "effective_messages",
+    "encode_sse",
+    "from_openai",
+    "is_context_overflow",
+    "message_from_dict",
+    "message_to_dict",
+    "read_history",
+    "read_messages",
+    "sanitize_name",
+    "sse_frame",
+    "to_global_cutoff",
+    "to_openai",
+]

@@ -1,0 +1,123 @@
+"""Configuration (R35): the ``summary_*`` fields of an agent's Context.
+
+Every field carries ``metadata={"admin_only": True, ...}`` so a settings UI can
+restrict who may change it. Values are validated on construction and raise
+:class:`~ars_core.errors.ConfigError` naming the field.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from .errors import ConfigError
+
+__all__ = ["DEFAULT_SUMMARY_PROMPT", "SummaryConfig", "CONFIG_FIELDS"]
+
+DEFAULT_SUMMARY_PROMPT = """你是一个负责压缩长对话上下文的助手。下面是智能体与用户之间较早的对话历史（包括工具调用和工具结果）。
+请生成一份简洁而完整的摘要，供智能体继续工作时替代这段历史。摘要必须保留：
+
+1. 用户的原始任务和所有明确的要求、约束；
+2. 已经完成的步骤、做出的决定及其理由；
+3. 涉及的文件、路径、命令、标识符和关键数值（原样保留）；
+4. 遇到的错误及其处理方式；
+5. 尚未完成的工作和下一步计划。
+
+不要编造历史中没有的内容。使用与对话相同的语言。
+
+<messages>
+{messages}
+</messages>"""
+
+
+def _positive_int(field: str) -> Any:
+    def check(_: Any, __: Any, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ConfigError(field, value, "must be a positive integer")
+
+    return check
+
+
+def _threshold(_: Any, __: Any, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ConfigError("summary_threshold", value, "must be a positive number of K tokens (x1024)")
+
+
+def _prompt(_: Any, __: Any, value: Any) -> None:
+    if not isinstance(value, str) or "{messages}" not in value:
+        raise ConfigError("summary_prompt", value if not isinstance(value, str) else value[:60],
+                          "must be a string containing the {messages} placeholder")
+
+
+def _ratio(_: Any, __: Any, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value <= 1):
+        raise ConfigError("summary_l2_trigger_ratio", value, "must be in (0, 1]")
+    if value < 0.1:
+        warnings.warn(
+            f"summary_l2_trigger_ratio={value} is below the recommended range 0.1-1.0",
+            UserWarning,
+            stacklevel=4,
+        )
+
+
+def _meta(description: str) -> dict[str, Any]:
+    return {"admin_only": True, "description": description}
+
+
+@attrs.frozen
+class SummaryConfig:
+    """The five summary fields of an agent's Context (R35), with the seed's defaults."""
+
+    summary_threshold: float = attrs.field(
+        default=100, validator=_threshold,
+        metadata=_meta("entry threshold in K tokens; x1024 gives the token threshold"),
+    )
+    summary_keep_messages: int = attrs.field(
+        default=10, validator=_positive_int("summary_keep_messages"),
+        metadata=_meta("recent messages kept after L2, besides the summary message"),
+    )
+    summary_prompt: str = attrs.field(
+        default=DEFAULT_SUMMARY_PROMPT, validator=_prompt,
+        metadata=_meta("summary model prompt; must contain {messages}"),
+    )
+    summary_tool_result_token_limit: int = attrs.field(
+        default=300, validator=_positive_int("summary_tool_result_token_limit"),
+        metadata=_meta("approximate token limit above which L1 offloads a tool result, and its preview budget"),
+    )
+    summary_l2_trigger_ratio: float = attrs.field(
+        default=0.4, validator=_ratio,
+        metadata=_meta("share of the entry threshold above which, after L1, L2 runs (recommended 0.1-1.0)"),
+    )
+
+    @property
+    def threshold_tokens(self) -> int:
+        """The entry threshold ``T`` in tokens."""
+        return int(self.summary_threshold * 1024)
+
+    @property
+    def l2_threshold_tokens(self) -> int:
+        """``T * summary_l2_trigger_ratio``."""
+        return int(self.threshold_tokens * self.summary_l2_trigger_ratio)
+
+    @classmethod
+    def from_context(cls, context: Any) -> SummaryConfig:
+        """Build from an agent Context: a mapping or any object with ``summary_*``
+        attributes. Fields that are absent or ``None`` take their defaults."""
+        values: dict[str, Any] = {}
+        for name in CONFIG_FIELDS:
+            if isinstance(context, Mapping):
+                value = context.get(name)
+            else:
+                value = getattr(context, name, None)
+            if value is not None:
+                values[name] = value
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+CONFIG_FIELDS: tuple[str, ...] = tuple(f.name for f in attrs.fields(SummaryConfig))

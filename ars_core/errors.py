@@ -1,0 +1,148 @@
+"""Every error ARS raises, in one place.
+
+::
+
+    ArsError
+    ├── ConfigError            (also ValueError)   bad configuration value
+    ├── MessageFormatError     (also ValueError)   input that is not a chat transcript
+    ├── PathBoundaryError      (also ValueError)   a path outside the backend's boundary
+    ├── FileBackendError       (also OSError)      a backend could not read or write
+    ├── SummarizerError                            a summary model failed
+    ├── PluginError                                a plugin could not be found or loaded
+    └── ContextOverflowError                       the main model's context window overflowed
+
+Adapters translate their framework's errors at the boundary (for example
+langchain-core's ``ContextOverflowError``) into these, and every error carries
+the context needed to act on it as attributes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = [
+    "ArsError",
+    "ConfigError",
+    "ContextOverflowError",
+    "FileBackendError",
+    "MessageFormatError",
+    "PathBoundaryError",
+    "PluginError",
+    "SummarizerError",
+    "is_context_overflow",
+]
+
+
+class ArsError(Exception):
+    """Base class of every ARS error."""
+
+
+class ConfigError(ArsError, ValueError):
+    """A configuration field holds an invalid value.
+
+    ``field`` names the field and ``value`` is what was given.
+    """
+
+    def __init__(self, field: str, value: Any, reason: str) -> None:
+        self.field = field
+        self.value = value
+        self.reason = reason
+        super().__init__(f"invalid {field}={value!r}: {reason}")
+
+
+class MessageFormatError(ArsError, ValueError):
+    """Input could not be read as chat messages.
+
+    ``source`` names where it came from (a file path, ``<dict>``...) and
+    ``index`` the offending message, when known.
+    """
+
+    def __init__(self, reason: str, *, source: str | None = None, index: int | None = None) -> None:
+        self.reason = reason
+        self.source = source
+        self.index = index
+        where = ""
+        if source is not None:
+            where += f"{source}: "
+        if index is not None:
+            where += f"message {index}: "
+        super().__init__(f"{where}{reason}")
+
+
+class PathBoundaryError(ArsError, ValueError):
+    """A virtual path escapes the backend's boundary or targets a read-only area."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"path {path!r} rejected: {reason}")
+
+
+class FileBackendError(ArsError, OSError):
+    """A file backend failed to read or write ``path`` (a virtual path)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"file backend failed on {path!r}: {reason}")
+
+
+class SummarizerError(ArsError):
+    """The summary model failed; ``cause`` is the original exception."""
+
+    def __init__(self, reason: str, *, cause: BaseException | None = None) -> None:
+        self.reason = reason
+        self.cause = cause
+        super().__init__(reason)
+
+
+class PluginError(ArsError):
+    """A plugin (estimator, file backend, summarizer) is unknown or failed to load."""
+
+    def __init__(self, kind: str, name: str, reason: str) -> None:
+        self.kind = kind
+        self.name = name
+        self.reason = reason
+        super().__init__(f"{kind} {name!r}: {reason}")
+
+
+class ContextOverflowError(ArsError):
+    """The main model rejected a request because it exceeds its context window.
+
+    Raised by runtimes without LangChain (and by :mod:`ars_core.testing`'s fake
+    model); adapters map their framework's overflow errors onto it. The engine
+    treats it as the forced-compression signal (R4). ``tokens`` is the size of
+    the rejected request when known.
+    """
+
+    def __init__(self, message: str = "context window exceeded", *, tokens: int | None = None) -> None:
+        self.tokens = tokens
+        super().__init__(message)
+
+
+_OVERFLOW_TEXT = re.compile(
+    r"prompt is too long|maximum context length|context[_ ]length[_ ]exceeded|context window|"
+    r"too many tokens|exceeds? the (?:model's )?(?:maximum|context)|input is too long|"
+    r"request too large|reduce the length of the messages|token limit",
+    re.IGNORECASE,
+)
+
+
+def is_context_overflow(exc: BaseException) -> bool:
+    """Whether ``exc`` means "the request is larger than the model's context window".
+
+    True for :class:`ContextOverflowError`, for any exception class named
+    ``ContextOverflowError`` (langchain-core's among them) and for provider
+    errors whose text says so (HTTP 400/413 "prompt is too long", "maximum
+    context length", ``context_length_exceeded``...).
+    """
+    if isinstance(exc, ContextOverflowError):
+        return True
+    if any(cls.__name__ == "ContextOverflowError" for cls in type(exc).__mro__):
+        return True
+    status = getattr(exc, "status_code", None) or getattr(exc, "status", None)
+    text = str(exc)
+    if status in (400, 413) or status is None:
+        return bool(_OVERFLOW_TEXT.search(text))
+    return False

@@ -1,0 +1,163 @@
+"""The event model: what L2 persists, and what every compression round reports.
+
+``SummarizationEvent`` is the ``_summarization_event`` record kept in the
+agent's state (R24, R25): the *cumulative, global* cutoff into the state
+messages, the summary message, and the history file's path when the archive
+write succeeded. :func:`effective_messages` rebuilds "latest summary +
+messages after the cutoff"; :func:`to_global_cutoff` converts a cutoff chosen
+in the effective messages into a global one across chained summaries. Both
+records serialise to plain JSON (:meth:`SummarizationEvent.to_dict`) so any
+checkpointer can store them.
+
+``CompressionEvent`` is one stream record of a compression round (R30-R32):
+``started``, then ``completed`` or ``failed``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
+
+import attrs
+
+from .messages import Message, message_from_dict, message_to_dict
+from .summarize import Usage
+
+__all__ = [
+    "CompressionEvent",
+    "EventEmitter",
+    "Phase",
+    "Level",
+    "SummarizationEvent",
+    "effective_messages",
+    "to_global_cutoff",
+]
+
+Phase = Literal["started", "completed", "failed"]
+Level = Literal["L1", "L2"]
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+@attrs.frozen
+class SummarizationEvent:
+    """The persisted L2 record (``_summarization_event``).
+
+    ``cutoff`` is the number of state messages the summary replaces (a global,
+    cumulative index: ``state[cutoff:]`` follow the summary). ``file_path`` is
+    the virtual path of the archive holding ``state[previous_cutoff:cutoff]``,
+    or ``None`` when that write failed (R40).
+    """
+
+    cutoff: int
+    summary_message: Message
+    file_path: str | None = None
+    previous_cutoff: int = 0
+    summary_usage: Usage | None = None
+    summary_error: str | None = None
+    created_at: str = attrs.field(factory=_now)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-serialisable form (what checkpointers store)."""
+        return {
+            "cutoff": self.cutoff,
+            "summary_message": message_to_dict(self.summary_message),
+            "file_path": self.file_path,
+            "previous_cutoff": self.previous_cutoff,
+            "summary_usage": self.summary_usage.to_dict() if self.summary_usage else None,
+            "summary_error": self.summary_error,
+            "created_at": self.created_at,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SummarizationEvent:
+        usage = data.get("summary_usage")
+        summary = data["summary_message"]
+        return cls(
+            cutoff=int(data["cutoff"]),
+            summary_message=summary if isinstance(summary, Message) else message_from_dict(summary),
+            file_path=data.get("file_path"),
+            previous_cutoff=int(data.get("previous_cutoff", 0)),
+            summary_usage=Usage.from_dict(usage) if usage else None,
+            summary_error=data.get("summary_error"),
+            created_at=data.get("created_at") or _now(),
+        )
+
+
+def effective_messages(state: Sequence[Message], event: SummarizationEvent | None) -> list[Message]:
+    """``[event.summary_message] + state[event.cutoff:]``, or the state when there
+    is no event (R10, R24). A new list; ``state`` is untouched."""
+    if event is None:
+        return list(state)
+    return [event.summary_message, *state[event.cutoff :]]
+
+
+def to_global_cutoff(local_cutoff: int, event: SummarizationEvent | None) -> int:
+    """Convert a cutoff into the effective messages into a global one (R25).
+
+    With an event, effective index 0 is the summary and index ``i >= 1`` is
+    state index ``event.cutoff + i - 1``.
+    """
+    if event is None:
+        return local_cutoff
+    if local_cutoff < 1:
+        raise ValueError("a cutoff inside effective messages with a summary must be >= 1")
+    return event.cutoff + local_cutoff - 1
+
+
+@attrs.frozen
+class CompressionEvent:
+    """One stream record of a compression round (R30-R32).
+
+    ``level`` is the deepest level the round reached. ``cutoff`` and
+    ``file_path`` are set only on an L2 ``completed``/``failed`` record (R31):
+    an L1-only ``completed`` carries neither, so consumers can tell the level.
+    """
+
+    phase: Phase
+    level: Level
+    round_id: str
+    forced: bool = False
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+    threshold: int | None = None
+    cutoff: int | None = None
+    file_path: str | None = None
+    offloaded: tuple[str, ...] = ()
+    truncated_args: int = 0
+    summary_usage: Usage | None = None
+    error: str | None = None
+    timestamp: str = attrs.field(factory=_now)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable payload (the ``data`` of an SSE frame)."""
+        out: dict[str, Any] = {
+            "type": "context_compression",
+            "phase": self.phase,
+            "level": self.level,
+            "round_id": self.round_id,
+            "forced": self.forced,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "threshold": self.threshold,
+            "timestamp": self.timestamp,
+        }
+        if self.offloaded:
+            out["offloaded"] = list(self.offloaded)
+        if self.truncated_args:
+            out["truncated_args"] = self.truncated_args
+        if self.cutoff is not None:
+            out["cutoff"] = self.cutoff
+        if self.file_path is not None:
+            out["file_path"] = self.file_path
+        if self.summary_usage is not None:
+            out["summary_usage"] = self.summary_usage.to_dict()
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+
+EventEmitter = Callable[[CompressionEvent], None]

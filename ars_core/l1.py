@@ -1,0 +1,204 @@
+"""L1: temporary structural trimming of one request's view (R10-R14).
+
+Pure functions over a copy of the effective messages; the state is never
+touched. Two actions:
+
+* every ``write_file``/``edit_file`` call argument longer than ``arg_char_limit``
+  (2,000 characters) becomes a truncation marker in the copy (R11);
+* every tool result above ``summary_tool_result_token_limit`` estimated tokens
+  is written in full to ``outputs/large_tool_results/<tool>-<sha256>.txt``
+  and, in the copy, replaced by that path and a preview that fits the same
+  token budget (R12). A message already carrying the offload marker is left
+  as it is, and the same content always maps to the same path (R13).
+
+:func:`plan_l1` returns the view *as if* every write succeeds plus the writes
+to make; :meth:`L1Plan.finalize` puts the original message back wherever its
+write failed, so a failed write never loses text from the view.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Collection, Mapping, Sequence
+
+import attrs
+
+from .estimate import MESSAGE_OVERHEAD, Estimator, message_tokens
+from .files import sanitize_name
+from .messages import MARK_OFFLOADED, MARK_SUMMARY, MARK_TRUNCATED_ARGS, ContentPart, Message, ToolCall
+
+__all__ = [
+    "ARG_CHAR_LIMIT",
+    "LARGE_TOOL_RESULTS_DIR",
+    "TRUNCATE_TOOLS",
+    "FileWrite",
+    "L1Plan",
+    "fit_preview",
+    "offload_body",
+    "plan_l1",
+    "sha256_text",
+    "truncation_marker",
+]
+
+#: R11: argument values longer than this are truncated in the view (an internal constant)
+ARG_CHAR_LIMIT = 2000
+#: R11: the tools whose large arguments are truncated
+TRUNCATE_TOOLS: tuple[str, ...] = ("write_file", "edit_file")
+#: R12: where offloaded tool results go
+LARGE_TOOL_RESULTS_DIR = "outputs/large_tool_results"
+
+
+@attrs.frozen
+class FileWrite:
+    """A text file to write under a virtual path."""
+
+    path: str
+    text: str
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def truncation_marker(tool: str, arg: str, value: str) -> str:
+    """What replaces a long ``write_file``/``edit_file`` argument in the view."""
+    return (
+        f"[ARS: {len(value)} characters of the {tool} argument {arg!r} truncated in this request "
+        f"(sha256 {sha256_text(value)[:16]}); the full call is kept in the conversation state]"
+    )
+
+
+def offload_body(path: str, original: str, preview: str, total_tokens: int) -> str:
+    header = (
+        f"[ARS: tool result offloaded: {len(original)} characters (~{total_tokens} tokens) saved to {path}. "
+        "Read that file for the full output.]"
+    )
+    return f"{header}\nPreview:\n{preview}" if preview else header
+
+
+def fit_preview(estimator: Estimator, text: str, budget: int, frame: str) -> str:
+    """The longest head of ``text`` such that ``frame`` + head fits ``budget`` tokens."""
+    room = budget - estimator.count_text(frame) - MESSAGE_OVERHEAD
+    if room <= 0:
+        return ""
+    lo, hi = 0, min(len(text), room * 8)
+    while lo < hi:  # largest prefix length that fits
+        mid = (lo + hi + 1) // 2
+        if estimator.count_text(text[:mid]) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]
+
+
+@attrs.frozen
+class L1Plan:
+    """The L1 view assuming every write succeeds, and the writes to make.
+
+    ``replaced`` maps view index to the original message for every message L1
+    changed; ``pending`` maps each offload path to the indices that rely on it.
+    """
+
+    view: tuple[Message, ...]
+    writes: tuple[FileWrite, ...]
+    replaced: Mapping[int, Message]
+    pending: Mapping[str, tuple[int, ...]]
+    truncated_args: int
+
+    def finalize(self, failed: Collection[str] = ()) -> tuple[list[Message], tuple[str, ...]]:
+        """The view with originals restored where a write failed, and the paths offloaded."""
+        view = list(self.view)
+        offloaded: list[str] = []
+        for path, indices in self.pending.items():
+            if path in failed:
+                for i in indices:  # keep the original text: nothing leaves the view unsaved
+                    view[i] = self.replaced[i]
+            else:
+                offloaded.append(path)
+        return view, tuple(offloaded)
+
+
+def _truncate_args(message: Message, limit: int, tools: Collection[str]) -> tuple[Message, int]:
+    count = 0
+    calls: list[ToolCall] = []
+    for call in message.tool_calls:
+        if call.name in tools and any(isinstance(v, str) and len(v) > limit for v in call.args.values()):
+            args = {}
+            for k, v in call.args.items():
+                if isinstance(v, str) and len(v) > limit:
+                    args[k] = truncation_marker(call.name, k, v)
+                    count += 1
+                else:
+                    args[k] = v
+            calls.append(attrs.evolve(call, args=args))
+        else:
+            calls.append(call)
+    if not count:
+        return message, 0
+    return attrs.evolve(message, tool_calls=tuple(calls), metadata={**message.metadata, MARK_TRUNCATED_ARGS: count}), count
+
+
+def _offload(message: Message, estimator: Estimator, limit: int) -> tuple[Message, FileWrite]:
+    text = message.text
+    tool = sanitize_name(message.name or "tool")
+    path = f"{LARGE_TOOL_RESULTS_DIR}/{tool}-{sha256_text(text)}.txt"
+    tokens = estimator.count_text(text)
+    frame = offload_body(path, text, "", tokens) + "\nPreview:\n"
+    preview = fit_preview(estimator, text, limit, frame)
+    body = offload_body(path, text, preview, tokens)
+    if isinstance(message.content, str):
+        content: str | tuple[ContentPart, ...] = body
+    else:  # keep non-text parts (images...) next to the offloaded text
+        content = (ContentPart(type="text", text=body), *(p for p in message.content if p.text is None))
+    return message.with_content(content, **{MARK_OFFLOADED: path}), FileWrite(path, text)
+
+
+def plan_l1(
+    messages: Sequence[Message],
+    *,
+    estimator: Estimator,
+    tool_token_limit: int,
+    arg_char_limit: int = ARG_CHAR_LIMIT,
+    truncate_tools: Collection[str] = TRUNCATE_TOOLS,
+) -> L1Plan:
+    """Plan L1 over ``messages`` (the effective messages); nothing is mutated.
+
+    Results are cached on each message, so a message seen by an earlier call
+    costs a dictionary lookup.
+    """
+    key = ("l1", tool_token_limit, arg_char_limit, tuple(sorted(truncate_tools)), getattr(estimator, "name", "?"))
+    view: list[Message] = []
+    writes: dict[str, FileWrite] = {}
+    replaced: dict[int, Message] = {}
+    pending: dict[str, list[int]] = {}
+    truncated = 0
+    for i, m in enumerate(messages):
+        cached = m._cache.get(key)
+        if cached is None:
+            new: Message = m
+            write: FileWrite | None = None
+            n = 0
+            if m.metadata.get(MARK_OFFLOADED) or m.metadata.get(MARK_SUMMARY):
+                pass
+            elif m.role == "tool":
+                if message_tokens(estimator, m) > tool_token_limit and m.text:
+                    new, write = _offload(m, estimator, tool_token_limit)
+            elif m.tool_calls:
+                new, n = _truncate_args(m, arg_char_limit, truncate_tools)
+            cached = (new, write, n)
+            m._cache[key] = cached
+        new, write, n = cached
+        view.append(new)
+        if new is not m:
+            replaced[i] = m
+            truncated += n
+        if write is not None:
+            writes[write.path] = write
+            pending.setdefault(write.path, []).append(i)
+    return L1Plan(
+        view=tuple(view),
+        writes=tuple(writes.values()),
+        replaced=replaced,
+        pending={p: tuple(ix) for p, ix in pending.items()},
+        truncated_args=truncated,
+    )

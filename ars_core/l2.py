@@ -1,0 +1,206 @@
+"""L2: history summary (R20-R26, R40-R43), as pure functions.
+
+* :func:`select_cutoff` picks where the summarized part ends in the effective
+  messages: it keeps the latest ``summary_keep_messages`` and never separates
+  an assistant's tool calls (parallel ones included) from their results (R21).
+* :func:`history_file` renders the *original* messages being summarized as a
+  lossless JSONL archive under ``outputs/conversation_history/`` (R23);
+  :func:`read_history` reads one back.
+* :func:`build_summary_message` makes the summary message, including the
+  error text when the summary model failed (R41).
+* :func:`trim_tail` shortens kept messages further when the window still
+  exceeds capacity (R22, R43); each trimmed message's original goes to a file
+  and its trimmed form is returned to be persisted by id.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from .estimate import Estimator, message_tokens
+from .l1 import FileWrite, fit_preview, sha256_text
+from .messages import MARK_SUMMARY, MARK_TRIMMED, Message, message_from_dict, message_to_dict
+
+__all__ = [
+    "HISTORY_DIR",
+    "TRIMMED_DIR",
+    "build_summary_message",
+    "history_file",
+    "read_history",
+    "select_cutoff",
+    "tool_pairs",
+    "trim_tail",
+]
+
+#: R23: where archived history goes
+HISTORY_DIR = "outputs/conversation_history"
+#: R43: where the originals of tail messages trimmed under overflow go
+TRIMMED_DIR = "outputs/trimmed_messages"
+
+
+def tool_pairs(messages: Sequence[Message]) -> list[tuple[int, int]]:
+    """``(call_index, result_index)`` for every tool result whose call is in ``messages``."""
+    calls: dict[str, int] = {}
+    pairs: list[tuple[int, int]] = []
+    for i, m in enumerate(messages):
+        for c in m.tool_calls:
+            calls[c.id] = i
+        if m.role == "tool" and m.tool_call_id in calls:
+            pairs.append((calls[m.tool_call_id], i))
+    return pairs
+
+
+def select_cutoff(messages: Sequence[Message], keep: int, *, start: int = 0) -> int | None:
+    """The local cutoff: ``messages[start:cutoff]`` are summarized, ``messages[cutoff:]`` kept.
+
+    ``start`` is 1 when ``messages[0]`` is the previous summary. Prefers keeping
+    at least ``keep`` messages; moves the cut earlier so that no tool call is
+    separated from its results, and only when that leaves nothing to summarize
+    moves it later. ``None`` when no valid cutoff exists (R42).
+    """
+    n = len(messages)
+    if n - start <= keep:
+        return None
+    forbidden = [False] * (n + 1)
+    for call_i, result_i in tool_pairs(messages):
+        for c in range(call_i + 1, result_i + 1):
+            forbidden[c] = True
+    # a kept window must not open with an orphan tool result
+    for i, m in enumerate(messages):
+        if m.role == "tool":
+            forbidden[i] = True
+    target = n - keep
+    for cut in range(target, start, -1):
+        if not forbidden[cut]:
+            return cut
+    for cut in range(target + 1, n):
+        if not forbidden[cut]:
+            return cut
+    return None
+
+
+def history_file(
+    messages: Sequence[Message], *, start: int, end: int, thread: str | None = None
+) -> FileWrite:
+    """The archive of state messages ``[start, end)`` as lossless JSONL.
+
+    Line 1 is a header (``ars_history``, ``start``, ``end``, ``count``,
+    ``thread``); each further line is one message as :func:`message_to_dict`
+    writes it. The name holds the range and a content hash, so a retry writes
+    the same file.
+    """
+    header: dict[str, Any] = {"ars_history": 1, "start": start, "end": end, "count": len(messages)}
+    if thread is not None:
+        header["thread"] = thread
+    lines = [json.dumps(header, ensure_ascii=False)]
+    lines += [json.dumps(message_to_dict(m), ensure_ascii=False, default=str) for m in messages]
+    text = "\n".join(lines) + "\n"
+    path = f"{HISTORY_DIR}/history-{start:06d}-{end:06d}-{sha256_text(text)[:16]}.jsonl"
+    return FileWrite(path, text)
+
+
+def read_history(text: str) -> tuple[dict[str, Any], list[Message]]:
+    """Read an archive written by :func:`history_file`: ``(header, messages)``."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    header = json.loads(lines[0])
+    return header, [message_from_dict(json.loads(ln)) for ln in lines[1:]]
+
+
+def build_summary_message(
+    text: str | None,
+    *,
+    cutoff: int,
+    file_path: str | None,
+    error: str | None = None,
+    fallback: str | None = None,
+) -> Message:
+    """The summary message that stands for ``state[:cutoff]`` (R24, R41).
+
+    When the summary model failed, the message holds the error text (and the
+    deterministic ``fallback`` summary when one was made), never nothing.
+    """
+    parts = [f"Summary of the earlier conversation (messages 1-{cutoff}; they are no longer shown):"]
+    if error is not None:
+        parts.append(f"[ARS: the summary model failed: {error}]")
+        if fallback:
+            parts.append(fallback)
+    else:
+        parts.append(text or "")
+    if file_path:
+        parts.append(f"The full text of those messages is saved at {file_path}.")
+    meta: dict[str, Any] = {MARK_SUMMARY: True, "ars_cutoff": cutoff}
+    if file_path:
+        meta["ars_history_path"] = file_path
+    if error is not None:
+        meta["ars_summary_error"] = error
+    return Message(role="user", content="\n\n".join(parts), id=f"ars-summary-{cutoff}", metadata=meta)
+
+
+@attrs.frozen
+class TailTrim:
+    """Result of :func:`trim_tail`: the new tail, the files to write and which
+    tail positions were trimmed."""
+
+    tail: tuple[Message, ...]
+    writes: tuple[FileWrite, ...]
+    trimmed: tuple[int, ...]
+    tokens: int
+
+
+def trim_tail(
+    originals: Sequence[Message],
+    tail: Sequence[Message],
+    *,
+    budget: int,
+    fixed_tokens: int,
+    estimator: Estimator,
+    preview_tokens: int,
+) -> TailTrim:
+    """Trim kept messages, oldest first, until ``fixed_tokens`` + tail fits ``budget``.
+
+    ``originals`` are the state messages behind ``tail`` (the L1 view of
+    them). A trimmed message keeps its id, role and tool-call ids (so pairing
+    survives); its text becomes a path and a preview, and its tool-call
+    arguments are emptied into the file. The file holds the original message
+    as JSON, so nothing is lost.
+    """
+    new_tail = list(tail)
+    sizes = [message_tokens(estimator, m) for m in new_tail]
+    total = fixed_tokens + sum(sizes)
+    writes: list[FileWrite] = []
+    trimmed: list[int] = []
+    order = list(range(len(new_tail)))
+    for i in order:
+        if total <= budget:
+            break
+        orig = originals[i]
+        if orig.metadata.get(MARK_TRIMMED) or sizes[i] <= preview_tokens:
+            continue
+        record = json.dumps(message_to_dict(orig), ensure_ascii=False, default=str)
+        path = f"{TRIMMED_DIR}/{orig.role}-{sha256_text(record)}.json"
+        frame = (
+            f"[ARS: this message was trimmed to fit the context window; the full message "
+            f"({len(record)} characters) is saved at {path}.]\nPreview:\n"
+        )
+        preview = fit_preview(estimator, orig.text, preview_tokens, frame)
+        calls = tuple(
+            attrs.evolve(c, args={"ars_trimmed": f"arguments saved at {path}"}) for c in orig.tool_calls
+        )
+        new = attrs.evolve(
+            orig,
+            content=frame + preview,
+            tool_calls=calls,
+            metadata={**orig.metadata, MARK_TRIMMED: path},
+        )
+        new_size = message_tokens(estimator, new)
+        if new_size >= sizes[i]:
+            continue
+        writes.append(FileWrite(path, record))
+        total += new_size - sizes[i]
+        new_tail[i], sizes[i] = new, new_size
+        trimmed.append(i)
+    return TailTrim(tail=tuple(new_tail), writes=tuple(writes), trimmed=tuple(trimmed), tokens=total)

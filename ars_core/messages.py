@@ -1,0 +1,358 @@
+"""The message model: what ARS reads, compresses and hands back.
+
+A :class:`Message` is frozen: ARS never mutates a caller's message, it builds
+copies with :func:`attrs.evolve`. Content is either a string or a tuple of
+:class:`ContentPart` (text, image, or anything else a provider sends, kept
+verbatim in ``data``). ``metadata`` carries ARS's markers (see ``MARK_*``)
+and anything an adapter needs for a lossless round trip.
+
+Readers for OpenAI chat-completions JSON / JSONL (gzip too) live here as well.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+from .errors import MessageFormatError
+
+__all__ = [
+    "MARK_OFFLOADED",
+    "MARK_SUMMARY",
+    "MARK_TRUNCATED_ARGS",
+    "MARK_TRIMMED",
+    "ContentPart",
+    "Message",
+    "Role",
+    "ToolCall",
+    "from_openai",
+    "message_from_dict",
+    "message_to_dict",
+    "read_messages",
+    "to_openai",
+    "tool_pairing_errors",
+]
+
+Role = Literal["system", "user", "assistant", "tool"]
+ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
+
+#: metadata key: the virtual path a tool result's full text was offloaded to (L1, R12/R13)
+MARK_OFFLOADED = "ars_offloaded"
+#: metadata key: number of tool-call arguments truncated in this copy (L1, R11)
+MARK_TRUNCATED_ARGS = "ars_truncated_args"
+#: metadata key: this message is an ARS summary (L2, R24)
+MARK_SUMMARY = "ars_summary"
+#: metadata key: this message's content was trimmed under overflow (R43); value is the path
+MARK_TRIMMED = "ars_trimmed"
+
+
+def _frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return dict(value) if value else {}
+
+
+@attrs.frozen
+class ToolCall:
+    """A tool call requested by an assistant message."""
+
+    id: str
+    name: str
+    args: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
+
+
+@attrs.frozen
+class ContentPart:
+    """One part of a multimodal message.
+
+    ``type`` is ``"text"`` (with ``text``), ``"image"`` or any other provider
+    type; ``data`` keeps every other field verbatim so the part survives a
+    round trip.
+    """
+
+    type: str
+    text: str | None = None
+    data: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
+
+
+def _content(value: str | Iterable[ContentPart]) -> str | tuple[ContentPart, ...]:
+    if isinstance(value, str):
+        return value
+    parts = tuple(value)
+    for part in parts:
+        if not isinstance(part, ContentPart):
+            raise MessageFormatError(f"content part must be a ContentPart, not {type(part).__name__}")
+    return parts
+
+
+def _role(_: Any, __: Any, value: str) -> None:
+    if value not in ROLES:
+        raise MessageFormatError(f"unknown role {value!r} (expected one of {sorted(ROLES)})")
+
+
+@attrs.frozen
+class Message:
+    """One chat message.
+
+    ``_cache`` is private per-instance scratch space for estimators and L1
+    (never compared, never serialised): it is what keeps per-call work
+    proportional to the new messages.
+    """
+
+    role: str = attrs.field(validator=_role)
+    content: str | tuple[ContentPart, ...] = attrs.field(default="", converter=_content)
+    id: str | None = None
+    name: str | None = None
+    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=tuple)
+    tool_call_id: str | None = None
+    metadata: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
+    _cache: dict[Any, Any] = attrs.field(
+        factory=dict, init=False, eq=False, repr=False, hash=False, alias="_cache"
+    )
+
+    @property
+    def text(self) -> str:
+        """The text of the message: the string content, or its text parts joined."""
+        if isinstance(self.content, str):
+            return self.content
+        return "\n".join(p.text for p in self.content if p.text is not None)
+
+    def with_content(self, content: str | Iterable[ContentPart], **metadata: Any) -> Message:
+        """A copy with new content and extra metadata (the original is untouched)."""
+        return attrs.evolve(self, content=content, metadata={**self.metadata, **metadata})
+
+
+# ---------------------------------------------------------------- ARS's own JSON
+
+
+def _part_to_dict(part: ContentPart) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": part.type}
+    if part.text is not None:
+        out["text"] = part.text
+    if part.data:
+        out["data"] = dict(part.data)
+    return out
+
+
+def message_to_dict(message: Message) -> dict[str, Any]:
+    """Lossless, JSON-serialisable form of a message (see :func:`message_from_dict`)."""
+    out: dict[str, Any] = {"role": message.role}
+    if isinstance(message.content, str):
+        out["content"] = message.content
+    else:
+        out["content"] = [_part_to_dict(p) for p in message.content]
+    if message.id is not None:
+        out["id"] = message.id
+    if message.name is not None:
+        out["name"] = message.name
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {"id": c.id, "name": c.name, "args": dict(c.args)} for c in message.tool_calls
+        ]
+    if message.tool_call_id is not None:
+        out["tool_call_id"] = message.tool_call_id
+    if message.metadata:
+        out["metadata"] = dict(message.metadata)
+    return out
+
+
+def message_from_dict(data: Mapping[str, Any]) -> Message:
+    """Inverse of :func:`message_to_dict`."""
+    if not isinstance(data, Mapping):
+        raise MessageFormatError(f"a message must be an object, not {type(data).__name__}")
+    try:
+        raw = data.get("content", "")
+        content: str | tuple[ContentPart, ...]
+        if isinstance(raw, str):
+            content = raw
+        else:
+            content = tuple(
+                ContentPart(type=p["type"], text=p.get("text"), data=p.get("data") or {}) for p in raw
+            )
+        return Message(
+            role=data["role"],
+            content=content,
+            id=data.get("id"),
+            name=data.get("name"),
+            tool_calls=tuple(
+                ToolCall(id=c["id"], name=c["name"], args=c.get("args") or {})
+                for c in data.get("tool_calls") or ()
+            ),
+            tool_call_id=data.get("tool_call_id"),
+            metadata=data.get("metadata") or {},
+        )
+    except (KeyError, TypeError) as exc:
+        raise MessageFormatError(f"malformed message: {exc!r}") from exc
+
+
+# ---------------------------------------------------------------- OpenAI chat completions
+
+
+def _openai_part(part: Any) -> ContentPart:
+    if isinstance(part, str):
+        return ContentPart(type="text", text=part)
+    if not isinstance(part, Mapping) or "type" not in part:
+        raise MessageFormatError(f"content part must be an object with a type, got {part!r:.80}")
+    kind = part["type"]
+    if kind == "text":
+        rest = {k: v for k, v in part.items() if k not in ("type", "text")}
+        return ContentPart(type="text", text=part.get("text", ""), data=rest)
+    if kind == "image_url":
+        return ContentPart(type="image", data=dict(part))
+    return ContentPart(type=kind, data=dict(part))
+
+
+def from_openai(data: Mapping[str, Any], *, index: int | None = None, source: str | None = None) -> Message:
+    """Read one OpenAI chat-completions message (``role``, ``content``, ``tool_calls``...)."""
+    if not isinstance(data, Mapping):
+        raise MessageFormatError("a message must be a JSON object", source=source, index=index)
+    role = data.get("role")
+    if role not in ROLES:
+        if role == "developer":
+            role = "system"
+        elif role == "function":
+            role = "tool"
+        else:
+            raise MessageFormatError(f"unknown or missing role {role!r}", source=source, index=index)
+    raw = data.get("content")
+    content: str | tuple[ContentPart, ...]
+    if raw is None:
+        content = ""
+    elif isinstance(raw, str):
+        content = raw
+    elif isinstance(raw, list):
+        content = tuple(_openai_part(p) for p in raw)
+    else:
+        raise MessageFormatError("content must be a string or a list", source=source, index=index)
+    calls: list[ToolCall] = []
+    for call in data.get("tool_calls") or ():
+        try:
+            fn = call["function"]
+            raw_args = fn.get("arguments") or "{}"
+            args = json.loads(raw_args) if isinstance(raw_args, str) else dict(raw_args)
+            if not isinstance(args, dict):
+                args = {"__arguments__": args}
+            calls.append(ToolCall(id=str(call["id"]), name=str(fn["name"]), args=args))
+        except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as exc:
+            raise MessageFormatError(f"malformed tool call: {exc!r}", source=source, index=index) from exc
+    known = {"role", "content", "tool_calls", "tool_call_id", "name", "id"}
+    extra = {k: v for k, v in data.items() if k not in known}
+    return Message(
+        role=role,
+        content=content,
+        id=data.get("id"),
+        name=data.get("name"),
+        tool_calls=tuple(calls),
+        tool_call_id=data.get("tool_call_id"),
+        metadata={"openai_extra": extra} if extra else {},
+    )
+
+
+def to_openai(message: Message) -> dict[str, Any]:
+    """Write a message as an OpenAI chat-completions message."""
+    out: dict[str, Any] = {"role": message.role}
+    if isinstance(message.content, str):
+        out["content"] = message.content
+    else:
+        parts: list[Any] = []
+        for p in message.content:
+            if p.type == "text":
+                parts.append({"type": "text", "text": p.text or "", **p.data})
+            else:
+                parts.append(dict(p.data) if p.data else {"type": p.type})
+        out["content"] = parts
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": json.dumps(dict(c.args), ensure_ascii=False)},
+            }
+            for c in message.tool_calls
+        ]
+    if message.tool_call_id is not None:
+        out["tool_call_id"] = message.tool_call_id
+    if message.name is not None:
+        out["name"] = message.name
+    extra = message.metadata.get("openai_extra")
+    if isinstance(extra, Mapping):
+        out.update(extra)
+    return out
+
+
+def _iter_json_records(text: str, source: str) -> Iterator[Any]:
+    stripped = text.lstrip()
+    if not stripped:
+        raise MessageFormatError("empty file", source=source)
+    if stripped[0] == "[":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise MessageFormatError(f"invalid JSON: {exc.msg} at line {exc.lineno}", source=source) from exc
+        yield from data
+        return
+    if stripped[0] == "{":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            data = None
+        if isinstance(data, dict):
+            if isinstance(data.get("messages"), list):
+                yield from data["messages"]
+                return
+            if "role" in data:
+                yield data
+                return
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise MessageFormatError(f"invalid JSON on line {lineno}: {exc.msg}", source=source) from exc
+
+
+def read_messages(path: str | Path) -> list[Message]:
+    """Read a recorded run: OpenAI chat-completions messages as a JSON array, an
+    object with ``messages``, or JSONL (one message a line); ``.gz`` is unpacked.
+
+    Raises :class:`MessageFormatError` for anything that is not a chat transcript,
+    including tool messages that answer no earlier tool call.
+    """
+    p = Path(path)
+    source = str(p)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise MessageFormatError(f"cannot read file: {exc.strerror or exc}", source=source) from exc
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as exc:
+            raise MessageFormatError(f"corrupt gzip data: {exc}", source=source) from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MessageFormatError("not UTF-8 text", source=source) from exc
+    messages = [from_openai(rec, index=i, source=source) for i, rec in enumerate(_iter_json_records(text, source))]
+    if not messages:
+        raise MessageFormatError("no messages", source=source)
+    problems = tool_pairing_errors(messages)
+    if problems:
+        raise MessageFormatError(problems[0], source=source)
+    return messages
+
+
+def tool_pairing_errors(messages: Sequence[Message]) -> list[str]:
+    """Tool messages that answer no earlier call (one line each); empty if none."""
+    seen: set[str] = set()
+    problems: list[str] = []
+    for i, m in enumerate(messages):
+        for c in m.tool_calls:
+            seen.add(c.id)
+        if m.role == "tool" and m.tool_call_id not in seen:
+            problems.append(f"message {i}: tool result {m.tool_call_id!r} answers no earlier tool call")
+    return problems
