@@ -1,0 +1,151 @@
+"""Fakes for testing code that uses ARS — only the LLM provider is faked.
+
+* :class:`ScriptedModel`: a main model that returns scripted replies, records
+  every view it receives, and raises :class:`~ars_core.errors.ContextOverflowError`
+  when a request is larger than ``overflow_above`` tokens.
+* :class:`FakeSummarizer`: a summary model with scripted text, a usage figure,
+  an optional failure, and (async) an optional gate to prove concurrency.
+* :class:`FailingBackend`: a file backend whose writes fail (all, or those
+  matching a prefix), wrapping a real one for the rest.
+* :class:`RecordingEmitter`: collects stream events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
+
+import anyio
+
+from .errors import ContextOverflowError, FileBackendError
+from .estimate import ApproxEstimator, Estimator
+from .events import CompressionEvent
+from .files import FileBackend, FsspecBackend
+from .messages import Message
+from .summarize import SummaryResult, Usage, render_prompt
+
+__all__ = ["FailingBackend", "FakeSummarizer", "RecordingEmitter", "ScriptedModel"]
+
+
+class ScriptedModel:
+    """A fake main model: ``model(view) -> reply``.
+
+    ``replies`` are returned in order (the last one repeats); each may be a
+    value or a callable taking the view. ``overflow_above`` makes a request
+    larger than that many tokens (by ``estimator``) raise
+    :class:`ContextOverflowError`, like a provider would. ``calls`` holds every
+    view received, overflowing ones included.
+    """
+
+    def __init__(
+        self,
+        replies: Iterable[Any] = ("ok",),
+        *,
+        overflow_above: int | None = None,
+        estimator: Estimator | None = None,
+        system: Message | str | None = None,
+        tools: Sequence[Any] | None = None,
+    ) -> None:
+        self.replies = list(replies) or ["ok"]
+        self.overflow_above = overflow_above
+        self.estimator = estimator or ApproxEstimator()
+        self.system = system
+        self.tools = tools
+        self.calls: list[list[Message]] = []
+        self._next = 0
+
+    def __call__(self, view: list[Message]) -> Any:
+        self.calls.append(list(view))
+        if self.overflow_above is not None:
+            size = self.estimator.count(view, system=self.system, tools=self.tools)
+            if size > self.overflow_above:
+                raise ContextOverflowError(
+                    f"prompt is too long: {size} tokens > {self.overflow_above} maximum", tokens=size
+                )
+        reply = self.replies[min(self._next, len(self.replies) - 1)]
+        self._next += 1
+        return reply(view) if callable(reply) else reply
+
+    async def acall(self, view: list[Message]) -> Any:
+        return self(view)
+
+
+class FakeSummarizer:
+    """A fake summary model.
+
+    Returns ``text`` (or ``text(rendered_prompt)`` if callable) with ``usage``;
+    raises ``error`` when set. ``calls`` records ``(messages, prompt)``. On the
+    async path, ``gate`` (an awaitable factory) is awaited before answering —
+    tests use it to prove the archive and the summary run concurrently.
+    """
+
+    def __init__(
+        self,
+        text: str | Callable[[str], str] = "SUMMARY",
+        *,
+        usage: Usage | None = Usage(input_tokens=100, output_tokens=20),
+        error: BaseException | None = None,
+        gate: Callable[[], Awaitable[Any]] | None = None,
+    ) -> None:
+        self.text = text
+        self.usage = usage
+        self.error = error
+        self.gate = gate
+        self.calls: list[tuple[list[Message], str]] = []
+
+    def summarize(self, messages: Sequence[Message], prompt: str) -> SummaryResult:
+        self.calls.append((list(messages), prompt))
+        if self.error is not None:
+            raise self.error
+        rendered = render_prompt(prompt, messages)
+        text = self.text(rendered) if callable(self.text) else self.text
+        return SummaryResult(text=text, usage=self.usage, model="fake-summarizer")
+
+    async def asummarize(self, messages: Sequence[Message], prompt: str) -> SummaryResult:
+        if self.gate is not None:
+            await self.gate()
+        await anyio.sleep(0)
+        return self.summarize(messages, prompt)
+
+
+class FailingBackend:
+    """A :class:`~ars_core.files.FileBackend` whose writes fail.
+
+    Writes under any of ``fail_prefixes`` (all writes when empty) raise
+    :class:`FileBackendError`; everything else goes to ``inner`` (an
+    in-memory fsspec backend by default). ``failed`` lists the paths refused.
+    """
+
+    def __init__(self, fail_prefixes: Sequence[str] = (), inner: FileBackend | None = None) -> None:
+        self.fail_prefixes = tuple(fail_prefixes)
+        self.inner: FileBackend = inner if inner is not None else FsspecBackend(f"memory://ars-failing-{id(self)}")
+        self.failed: list[str] = []
+
+    def _fails(self, path: str) -> bool:
+        return not self.fail_prefixes or any(path.startswith(p) for p in self.fail_prefixes)
+
+    def write_text(self, path: str, text: str) -> str:
+        if self._fails(path):
+            self.failed.append(path)
+            raise FileBackendError(path, "simulated write failure")
+        return self.inner.write_text(path, text)
+
+    def read_text(self, path: str) -> str:
+        return self.inner.read_text(path)
+
+    def exists(self, path: str) -> bool:
+        return self.inner.exists(path)
+
+
+class RecordingEmitter:
+    """An event emitter that keeps every event; ``phases`` gives ``(phase, level)`` pairs."""
+
+    def __init__(self) -> None:
+        self.events: list[CompressionEvent] = []
+
+    def __call__(self, event: CompressionEvent) -> None:
+        self.events.append(event)
+
+    @property
+    def phases(self) -> list[tuple[str, str]]:
+        return [(e.phase, e.level) for e in self.events]
