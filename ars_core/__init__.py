@@ -24,7 +24,9 @@ from .errors import (
 from .estimate import ApproxEstimator, CachingEstimator, Estimator, TiktokenEstimator
 from .events import CompressionEvent, SummarizationEvent, effective_messages, to_global_cutoff
 from .files import FileBackend, FsspecBackend, check_path, sanitize_name
+from .hookspecs import hookimpl
 from .l2 import read_history
+from .plugins import get_estimator, get_file_backend, get_plugin_manager, get_summarizer
 from .messages import (
     MARK_OFFLOADED,
     MARK_SUMMARY,
@@ -92,6 +94,11 @@ __all__ = [
     "effective_messages",
     "encode_sse",
     "from_openai",
+    "get_estimator",
+    "get_file_backend",
+    "get_plugin_manager",
+    "get_summarizer",
+    "hookimpl",
     "is_context_overflow",
     "message_from_dict",
     "message_to_dict",

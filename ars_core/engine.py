@@ -532,9 +532,12 @@ def _summarize_sync(summarizer: Any, effect: _ArchiveAndSummarize) -> SummaryRes
 
 
 def _deliver(emitter: EventEmitter | None, event: CompressionEvent) -> None:
-    if emitter is None:
-        return
-    try:
-        emitter(event)
-    except Exception as exc:  # an observer never breaks the call
-        log.warning("ARS: event emitter failed: %s", _describe(exc))
+    from .plugins import emit_to_plugins
+
+    for deliver in (emitter, emit_to_plugins):
+        if deliver is None:
+            continue
+        try:
+            deliver(event)
+        except Exception as exc:  # an observer never breaks the call
+            log.warning("ARS: event observer failed: %s", _describe(exc))

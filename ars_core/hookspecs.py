@@ -1,0 +1,51 @@
+"""Plugin hook specifications (pluggy), all in one place.
+
+A plugin is any module or object with functions marked ``@ars_core.hookimpl``;
+third-party packages expose one through the ``ars`` entry-point group::
+
+    [project.entry-points.ars]
+    my_plugin = "my_package.ars_plugin"
+
+ARS's built-in estimators and file backends are registered through these
+same hooks (``ars_core.builtins``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pluggy
+
+from .events import CompressionEvent
+
+__all__ = ["hookimpl", "hookspec", "Register"]
+
+hookspec = pluggy.HookspecMarker("ars")
+hookimpl = pluggy.HookimplMarker("ars")
+
+#: ``register(name, factory)``; ``factory(**options)`` builds the component
+Register = Callable[[str, Callable[..., Any]], None]
+
+
+@hookspec
+def register_estimators(register: Register) -> None:
+    """Register token estimators: ``register("name", factory)``; ``factory(**options)``
+    returns an :class:`~ars_core.estimate.Estimator`."""
+
+
+@hookspec
+def register_file_backends(register: Register) -> None:
+    """Register file backends: ``register("name", factory)``; ``factory(**options)``
+    returns a :class:`~ars_core.files.FileBackend`."""
+
+
+@hookspec
+def register_summarizers(register: Register) -> None:
+    """Register summarizers: ``register("name", factory)``; ``factory(**options)``
+    returns a :class:`~ars_core.summarize.Summarizer`."""
+
+
+@hookspec
+def compression_event(event: CompressionEvent) -> None:
+    """Observe every compression stream event (started / completed / failed)."""
