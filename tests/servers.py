@@ -299,7 +299,7 @@ class S3Server:
 
     def client(self) -> Any:
         """A boto3 S3 client talking to this server."""
-        import boto3
+        import boto3  # type: ignore[import-untyped]
 
         return boto3.client(
             "s3",
