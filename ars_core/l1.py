@@ -76,15 +76,15 @@ def offload_body(path: str, original: str, preview: str, total_tokens: int) -> s
     return f"{header}\nPreview:\n{preview}" if preview else header
 
 
-def fit_preview(estimator: Estimator, text: str, budget: int, frame: str) -> str:
-    """The longest head of ``text`` such that ``frame`` + head fits ``budget`` tokens."""
-    room = budget - estimator.count_text(frame) - MESSAGE_OVERHEAD
-    if room <= 0:
+def fit_preview(estimator: Estimator, text: str, budget: int, frame: str, *, overhead: int = MESSAGE_OVERHEAD) -> str:
+    """The longest head of ``text`` such that ``frame + head`` (plus ``overhead``) fits ``budget`` tokens."""
+    room = budget - overhead
+    if estimator.count_text(frame) >= room:
         return ""
     lo, hi = 0, min(len(text), room * 8)
     while lo < hi:  # largest prefix length that fits
         mid = (lo + hi + 1) // 2
-        if estimator.count_text(text[:mid]) <= room:
+        if estimator.count_text(frame + text[:mid]) <= room:
             lo = mid
         else:
             hi = mid - 1
@@ -144,7 +144,7 @@ def _offload(message: Message, estimator: Estimator, limit: int) -> tuple[Messag
     path = f"{LARGE_TOOL_RESULTS_DIR}/{tool}-{sha256_text(text)}.txt"
     tokens = estimator.count_text(text)
     frame = offload_body(path, text, "", tokens) + "\nPreview:\n"
-    preview = fit_preview(estimator, text, limit, frame)
+    preview = fit_preview(estimator, text, limit, frame, overhead=MESSAGE_OVERHEAD + 1)
     body = offload_body(path, text, preview, tokens)
     if isinstance(message.content, str):
         content: str | tuple[ContentPart, ...] = body

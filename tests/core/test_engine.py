@@ -1,0 +1,559 @@
+"""The engine's flow, end to end on the core: the seed's six scenarios and more.
+
+Every test checks the exact view the model received, the state update, the
+bytes in the files and the stream events.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import attrs
+import pytest
+
+from ars_core import (
+    MARK_OFFLOADED,
+    MARK_SUMMARY,
+    MARK_TRIMMED,
+    ApproxEstimator,
+    Compressor,
+    ContentPart,
+    ContextOverflowError,
+    Message,
+    SummarizationEvent,
+    encode_sse,
+    message_to_dict,
+    read_history,
+)
+from ars_core.l1 import offload_body, sha256_text, truncation_marker
+from ars_core.testing import FailingBackend, FakeSummarizer, RecordingEmitter, ScriptedModel
+
+from .helpers import assistant, call, files_in, memory_backend, small_config, tool, user, words
+
+EST = ApproxEstimator()
+
+
+def snapshot(messages: list[Message]) -> list[dict]:
+    return [message_to_dict(m) for m in messages]
+
+
+def long_history(n_pairs: int, size: int = 40) -> list[Message]:
+    """user/assistant turns of ``size`` tokens each, no tool results to offload."""
+    out: list[Message] = []
+    for i in range(n_pairs):
+        out.append(user(f"question {i}: " + words(size, f"q{i}")))
+        out.append(assistant(f"answer {i}: " + words(size, f"a{i}")))
+    return out
+
+
+class TestBelowThreshold:
+    """R1: below the entry threshold nothing happens but the model call."""
+
+    def test_r1_below_threshold_calls_model_with_effective_messages(self) -> None:
+        backend, emitter = memory_backend(), RecordingEmitter()
+        state = [user("hello"), assistant("hi there")]
+        before = snapshot(state)
+        model = ScriptedModel(["reply"])
+        engine = Compressor(small_config(), backend=backend, emitter=emitter)
+
+        out = engine.call(state, model)
+
+        assert out.response == "reply"
+        assert model.calls == [state]
+        assert all(a is b for a, b in zip(model.calls[0], state))
+        assert out.update is None and out.level is None
+        assert emitter.events == [] and out.events == ()
+        assert files_in(backend) == {}
+        assert snapshot(state) == before
+
+    def test_r10_r24_effective_messages_rebuilt_from_event(self) -> None:
+        """R10/R24: with an event, the model gets [summary] + state[cutoff:]."""
+        state = [user("a"), assistant("b"), user("c"), assistant("d")]
+        summary = Message(role="user", content="S", metadata={MARK_SUMMARY: True})
+        event = SummarizationEvent(cutoff=2, summary_message=summary)
+        model = ScriptedModel()
+        Compressor(small_config()).call(state, model, event=event)
+        assert model.calls == [[summary, state[2], state[3]]]
+
+    def test_r3_system_and_tool_schemas_count_toward_the_threshold(self) -> None:
+        """R3: a request whose messages are small but whose system prompt and tool
+        schemas push it over T starts a compression round."""
+        state = [user("hello")]
+        system = "You are helpful. " + words(600, "sys")
+        tools = [{"name": "search", "description": words(500, "tool"), "parameters": {"type": "object"}}]
+        emitter = RecordingEmitter()
+        engine = Compressor(small_config(), emitter=emitter)
+        assert EST.count(state) < 1024 <= EST.count(state, system=system, tools=tools)
+
+        out = engine.call(state, ScriptedModel(), system=system, tools=tools)
+
+        assert emitter.phases[0] == ("started", "L1")
+        assert out.tokens_before == EST.count(state, system=system, tools=tools)
+
+
+class TestL1Only:
+    """R2, R11-R14: L1 alone brings the view under the L2 threshold."""
+
+    def setup_state(self) -> tuple[list[Message], str, str]:
+        code = "print('x')\n" * 400  # 4,400 characters
+        big = "\n".join(f"line {i}: " + words(12, f"r{i}") for i in range(120))
+        wf = call("write_file", file_path="app.py", content=code)
+        bash = call("bash", command="cat big.log")
+        state = [
+            user("write the app and read the log"),
+            assistant("", wf),
+            tool(wf, "ok"),
+            assistant("", bash),
+            tool(bash, big),
+            assistant("done"),
+        ]
+        return state, code, big
+
+    def test_r11_r12_r14_l1_view_files_and_events(self) -> None:
+        state, code, big = self.setup_state()
+        before = snapshot(state)
+        backend, emitter = memory_backend(), RecordingEmitter()
+        model = ScriptedModel(["fine"])
+        engine = Compressor(small_config(), backend=backend, emitter=emitter)
+        assert EST.count(state) >= 1024
+
+        out = engine.call(state, model)
+
+        path = f"outputs/large_tool_results/bash-{sha256_text(big)}.txt"
+        sent = model.calls[0]
+        assert len(model.calls) == 1 and len(sent) == len(state)
+        # R11: the write_file argument is only a marker in the copy
+        assert sent[1].tool_calls[0].args == {
+            "file_path": "app.py",
+            "content": truncation_marker("write_file", "content", code),
+        }
+        # R12: the tool result is the path plus a preview within the same budget
+        assert sent[4].metadata[MARK_OFFLOADED] == path
+        assert sent[4].text.startswith(offload_body(path, big, "", EST.count_text(big)))
+        assert path in sent[4].text and "Preview:\n" + big[:40] in sent[4].text
+        assert EST.count_message(sent[4]) <= 120
+        assert sent[4].tool_call_id == state[4].tool_call_id
+        # untouched messages are the very same objects
+        assert [sent[i] is state[i] for i in (0, 2, 3, 5)] == [True] * 4
+        # the file holds the full original text
+        assert files_in(backend) == {path: big}
+        # R14, R5: no state change
+        assert out.update is None and out.level == "L1"
+        assert snapshot(state) == before
+        # R30/R31: started then completed, L1 completed has no cutoff nor file path
+        assert emitter.phases == [("started", "L1"), ("completed", "L1")]
+        done = emitter.events[1].to_dict()
+        assert "cutoff" not in done and "file_path" not in done
+        assert done["offloaded"] == [path] and done["truncated_args"] == 1
+        assert done["tokens_after"] < done["tokens_before"]
+
+    def test_r13_second_call_reuses_path_and_does_not_rewrite(self) -> None:
+        state, _, big = self.setup_state()
+        backend = memory_backend()
+        engine = Compressor(small_config(), backend=backend)
+        m1, m2 = ScriptedModel(), ScriptedModel()
+        engine.call(state, m1)
+        writes: list[str] = []
+        original = backend.write_text
+        backend.write_text = lambda p, t: writes.append(p) or original(p, t)  # type: ignore[method-assign]
+        engine.call(state + [user("again")], m2)
+        assert m1.calls[0][4].text == m2.calls[0][4].text
+        assert writes == []
+
+    def test_r13_marked_message_is_not_offloaded_again(self) -> None:
+        c = call("bash")
+        marked = tool(c, words(400)).with_content(words(400), **{MARK_OFFLOADED: "outputs/large_tool_results/x.txt"})
+        state = [user(words(700)), assistant("", c), marked]
+        backend = memory_backend()
+        model = ScriptedModel()
+        Compressor(small_config(summary_keep_messages=10), backend=backend).call(state, model)
+        assert model.calls[0][2] is marked
+        assert files_in(backend) == {}
+
+    def test_r12_failed_offload_keeps_original_text(self) -> None:
+        """A failed L1 write never drops text from the view."""
+        state, _, big = self.setup_state()
+        backend = FailingBackend(["outputs/large_tool_results"])
+        model = ScriptedModel()
+        Compressor(small_config(summary_keep_messages=10), backend=backend).call(state, model)
+        assert model.calls[0][4] is state[4]
+        assert backend.failed == [f"outputs/large_tool_results/bash-{sha256_text(big)}.txt"]
+
+    def test_r37_tool_name_is_sanitised_in_the_file_name(self) -> None:
+        c = call("../../etc/passwd")
+        state = [user("x"), assistant("", c), tool(c, words(1200))]
+        backend = memory_backend()
+        Compressor(small_config(summary_l2_trigger_ratio=1.0), backend=backend).call(state, ScriptedModel())
+        (path,) = files_in(backend)
+        assert path == f"outputs/large_tool_results/etc_passwd-{sha256_text(state[2].text)}.txt"
+        assert ".." not in path and "/etc/" not in path
+
+    def test_r38_same_content_same_path(self) -> None:
+        text = words(500)
+        c1, c2 = call("bash"), call("bash")
+        state = [user("x"), assistant("", c1, c2), tool(c1, text), tool(c2, text), user(words(300))]
+        backend = memory_backend()
+        model = ScriptedModel()
+        Compressor(small_config(summary_l2_trigger_ratio=1.0), backend=backend).call(state, model)
+        assert model.calls[0][2].metadata[MARK_OFFLOADED] == model.calls[0][3].metadata[MARK_OFFLOADED]
+        assert list(files_in(backend)) == [f"outputs/large_tool_results/bash-{sha256_text(text)}.txt"]
+
+
+def expected_cutoff(n: int, keep: int) -> int:
+    return n - keep
+
+
+class TestL2:
+    """R20-R25: L2 archives, summarizes and records a cumulative event."""
+
+    def test_r20_r23_r24_l2_round(self) -> None:
+        state = long_history(8)  # 16 messages of ~65 tokens: ~1,100 tokens
+        before = snapshot(state)
+        backend, emitter = memory_backend(), RecordingEmitter()
+        summarizer = FakeSummarizer("THE SUMMARY")
+        model = ScriptedModel(["answer"])
+        engine = Compressor(small_config(), backend=backend, emitter=emitter, summarizer=summarizer)
+
+        out = engine.call(state, model, thread="t-1")
+
+        cut = 12  # keep the latest 4
+        files = files_in(backend)
+        (path,) = files
+        assert path.startswith("outputs/conversation_history/history-000000-000012-")
+        header, archived = read_history(files[path])
+        assert header == {"ars_history": 1, "start": 0, "end": 12, "count": 12, "thread": "t-1"}
+        assert [message_to_dict(m) for m in archived] == before[:12]  # the ORIGINAL messages
+        # the summarizer got the cleaned history and the prompt template
+        (history, prompt), = summarizer.calls
+        assert history == state[:12] and "{messages}" in prompt
+        # the event
+        event = out.update.event
+        assert event.cutoff == cut and event.file_path == path and event.previous_cutoff == 0
+        assert "THE SUMMARY" in event.summary_message.text and path in event.summary_message.text
+        assert event.summary_message.metadata[MARK_SUMMARY] is True
+        assert event.summary_usage == summarizer.usage
+        # the view sent: summary + the kept tail (same objects)
+        assert model.calls == [[event.summary_message, *state[12:]]]
+        assert out.update.replaced == ()
+        assert snapshot(state) == before  # R5: state messages are never rewritten
+        # R30/R31: completed L2 carries cutoff, file path and the summary usage (R27)
+        assert emitter.phases == [("started", "L1"), ("completed", "L2")]
+        done = emitter.events[1].to_dict()
+        assert done["cutoff"] == 12 and done["file_path"] == path
+        assert done["summary_usage"] == {"input_tokens": 100, "output_tokens": 20, "total_tokens": 120}
+
+    def test_r21_cutoff_never_splits_parallel_tool_calls(self) -> None:
+        """The kept window would start inside a parallel call's results: the cut moves back
+        to the assistant message that made the calls."""
+        a, b, c = call("read"), call("read"), call("read")
+        state = long_history(8) + [
+            assistant("reading three files", a, b, c),
+            tool(a, "A" * 50),
+            tool(b, "B" * 50),
+            tool(c, "C" * 50),
+            assistant("done"),
+        ]
+        model = ScriptedModel()
+        out = Compressor(small_config(summary_keep_messages=3), summarizer=FakeSummarizer()).call(state, model)
+        assert out.update.event.cutoff == 16  # the assistant with the three calls
+        sent = model.calls[0]
+        assert [m.role for m in sent] == ["user", "assistant", "tool", "tool", "tool", "assistant"]
+        assert {m.tool_call_id for m in sent[2:5]} == {a.id, b.id, c.id}
+
+    def test_r25_chained_summaries_grow_the_global_cutoff(self) -> None:
+        backend = memory_backend()
+        summarizer = FakeSummarizer(lambda prompt: f"summary #{prompt.count('[previous summary]')}")
+        engine = Compressor(small_config(), backend=backend, summarizer=summarizer)
+        state: list[Message] = []
+        event = None
+        cutoffs: list[int] = []
+        for turn in range(30):
+            state.append(user(f"q{turn} " + words(60, f"q{turn}")))
+            model = ScriptedModel()
+            out = engine.call(state, model, event=event)
+            if out.update is not None:
+                new = out.update.event
+                assert new.previous_cutoff == (event.cutoff if event else 0)
+                # the view is the new summary + state after the global cutoff
+                assert model.calls[-1] == [new.summary_message, *state[new.cutoff:]]
+                event = new
+                cutoffs.append(event.cutoff)
+            state.append(assistant(f"a{turn} " + words(60, f"a{turn}")))
+        assert len(cutoffs) >= 3
+        assert cutoffs == sorted(set(cutoffs))  # strictly growing
+        # every archive covers exactly [previous_cutoff, cutoff) of the state
+        for path, text in files_in(backend).items():
+            header, archived = read_history(text)
+            assert snapshot(archived) == snapshot(state[header["start"]:header["end"]])
+        ranges = sorted((read_history(t)[0]["start"], read_history(t)[0]["end"]) for t in files_in(backend).values())
+        assert ranges[0][0] == 0 and all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+        # the later summaries saw the earlier ones
+        assert "[previous summary]" in render(summarizer.calls[-1][0])
+
+    def test_r44_event_survives_json_and_rebuilds_the_same_view(self) -> None:
+        state = long_history(8)
+        out = Compressor(small_config(), summarizer=FakeSummarizer()).call(state, ScriptedModel())
+        stored = json.loads(json.dumps(out.update.event.to_dict()))
+        restored = SummarizationEvent.from_dict(stored)
+        model = ScriptedModel()
+        Compressor(small_config(summary_threshold=100)).call(state, model, event=restored)
+        assert snapshot(model.calls[0]) == snapshot(list(out.view))
+
+
+def render(messages: list[Message]) -> str:
+    from ars_core.summarize import render_history
+
+    return render_history(messages)
+
+
+class TestFailures:
+    """R26, R40-R42: failures degrade, they never lose the summary or the call."""
+
+    def test_r26_r40_history_write_failure(self, caplog: pytest.LogCaptureFixture) -> None:
+        backend, emitter = FailingBackend(["outputs/conversation_history"]), RecordingEmitter()
+        summarizer = FakeSummarizer("S")
+        model = ScriptedModel(["ok"])
+        state = long_history(8)
+        with caplog.at_level(logging.WARNING, logger="ars"):
+            out = Compressor(small_config(), backend=backend, summarizer=summarizer, emitter=emitter).call(state, model)
+        assert out.response == "ok"
+        assert out.update.event.file_path is None
+        assert len(summarizer.calls) == 1  # the summary still ran
+        assert "S" in out.update.event.summary_message.text
+        assert "saved at" not in out.update.event.summary_message.text
+        assert backend.failed[0].startswith("outputs/conversation_history/")
+        assert any("history archive write failed" in r.message for r in caplog.records)
+        assert emitter.phases == [("started", "L1"), ("completed", "L2")]
+        assert "file_path" not in emitter.events[1].to_dict()
+
+    def test_r41_summary_model_exception_is_not_raised(self) -> None:
+        emitter = RecordingEmitter()
+        summarizer = FakeSummarizer(error=RuntimeError("summary backend down"))
+        model = ScriptedModel(["ok"])
+        state = long_history(8)
+        out = Compressor(small_config(), summarizer=summarizer, emitter=emitter).call(state, model)
+        event = out.update.event
+        assert out.response == "ok"
+        assert "RuntimeError: summary backend down" in event.summary_message.text
+        assert event.summary_error == "RuntimeError: summary backend down"
+        assert event.summary_usage is None
+        # the fallback keeps the task statement (never a bare placeholder)
+        assert "question 0" in event.summary_message.text
+        assert model.calls[0][0] is event.summary_message
+        assert emitter.phases == [("started", "L1"), ("completed", "L2")]
+
+    def test_r42_no_valid_cutoff_falls_back_to_l1_view(self) -> None:
+        """Too few messages to summarize: the L1 view is sent and state is unchanged."""
+        c = call("bash")
+        state = [user(words(900)), assistant("", c), tool(c, words(900))]
+        emitter = RecordingEmitter()
+        model = ScriptedModel()
+        out = Compressor(small_config(), emitter=emitter).call(state, model)
+        assert out.update is None and out.level == "L1"
+        assert model.calls[0][2].metadata.get(MARK_OFFLOADED)
+        assert emitter.phases == [("started", "L1"), ("completed", "L1")]
+
+    def test_r42_no_cutoff_and_still_overflowing_propagates_and_fails(self) -> None:
+        state = [user(words(2000)), assistant(words(10))]
+        emitter = RecordingEmitter()
+        model = ScriptedModel(overflow_above=1500)
+        with pytest.raises(ContextOverflowError):
+            Compressor(small_config(), emitter=emitter).call(state, model)
+        assert emitter.phases == [("started", "L1"), ("failed", "L1")]
+        assert "ContextOverflowError" in emitter.events[1].error
+
+    def test_r32_main_model_error_after_start_emits_failed(self) -> None:
+        emitter = RecordingEmitter()
+
+        def broken(view: list[Message]) -> str:
+            raise ValueError("provider 500")
+
+        with pytest.raises(ValueError, match="provider 500"):
+            Compressor(small_config(), emitter=emitter, summarizer=FakeSummarizer()).call(long_history(8), broken)
+        assert emitter.phases == [("started", "L1"), ("failed", "L2")]
+        assert emitter.events[1].error == "ValueError: provider 500"
+
+    def test_r32_error_below_threshold_emits_nothing(self) -> None:
+        emitter = RecordingEmitter()
+
+        def broken(view: list[Message]) -> str:
+            raise ValueError("provider 500")
+
+        with pytest.raises(ValueError):
+            Compressor(small_config(), emitter=emitter).call([user("hi")], broken)
+        assert emitter.events == []
+
+    def test_emitter_failure_does_not_break_the_call(self) -> None:
+        def bad_emitter(event: object) -> None:
+            raise RuntimeError("observer bug")
+
+        out = Compressor(small_config(), emitter=bad_emitter, summarizer=FakeSummarizer()).call(
+            long_history(8), ScriptedModel(["ok"]))
+        assert out.response == "ok" and out.level == "L2"
+
+
+class TestOverflow:
+    """R4, R22, R43: a context overflow forces compression, and the tail is trimmed."""
+
+    def test_r4_overflow_below_threshold_forces_l2_and_retries(self) -> None:
+        state = long_history(6)  # ~800 tokens: below T=1,024
+        emitter = RecordingEmitter()
+        model = ScriptedModel(["ok"], overflow_above=600)
+        out = Compressor(small_config(), emitter=emitter, summarizer=FakeSummarizer("S")).call(state, model)
+        assert len(model.calls) == 2 and model.calls[0] == state
+        assert model.calls[1] == [out.update.event.summary_message, *state[8:]]
+        assert out.forced and out.level == "L2" and out.response == "ok"
+        # R4: on the forced path `started` comes when L2 begins
+        assert emitter.phases == [("started", "L2"), ("completed", "L2")]
+        assert all(e.forced for e in emitter.events)
+
+    def test_r4_langchain_style_overflow_errors_are_recognised(self) -> None:
+        class ContextOverflowError(Exception):  # e.g. langchain_core.exceptions.ContextOverflowError
+            pass
+
+        class APIStatusError(Exception):
+            status_code = 400
+
+        for exc in (ContextOverflowError("too big"), APIStatusError("prompt is too long: 210000 tokens")):
+            calls: list[int] = []
+
+            def model(view: list[Message], exc: Exception = exc) -> str:
+                calls.append(len(view))
+                if len(calls) == 1:
+                    raise exc
+                return "ok"
+
+            out = Compressor(small_config(), summarizer=FakeSummarizer()).call(long_history(6), model)
+            assert out.forced and out.response == "ok" and len(calls) == 2
+
+    def test_r22_r43_overflow_trims_the_kept_tail_and_persists_it_by_id(self) -> None:
+        huge = "LOG " + words(420, "huge")
+        state = long_history(2) + [user(huge), assistant("ok"), user("next"), assistant("fine")]
+        assert 700 < EST.count(state) < 1024  # below T, above what the model accepts
+        backend, emitter = memory_backend(), RecordingEmitter()
+        model = ScriptedModel(["done"], overflow_above=700)
+        out = Compressor(small_config(), backend=backend, emitter=emitter, summarizer=FakeSummarizer("S")).call(
+            state, model)
+        event = out.update.event
+        assert event.cutoff == 4
+        ((index, trimmed),) = out.update.replaced
+        assert index == 4 and trimmed.id == state[4].id and trimmed.role == "user"
+        path = trimmed.metadata[MARK_TRIMMED]
+        assert path.startswith("outputs/trimmed_messages/user-") and path in trimmed.text
+        # the file holds the original message, losslessly
+        assert json.loads(files_in(backend)[path]) == message_to_dict(state[4])
+        # what was sent is exactly summary + trimmed tail; the state is untouched
+        assert len(model.calls) == 2 and model.calls[0] == state
+        assert model.calls[-1] == [event.summary_message, trimmed, *state[5:]]
+        assert out.tokens_after <= small_config().l2_threshold_tokens
+        assert state[4].text == huge
+        assert emitter.phases == [("started", "L2"), ("completed", "L2")]
+
+
+class TestAsync:
+    """R26: the async path runs archive and summary at the same time."""
+
+    @pytest.mark.anyio
+    async def test_r26_async_archive_and_summary_run_concurrently(self) -> None:
+        import anyio
+
+        archive_started, summary_started = anyio.Event(), anyio.Event()
+        inner = memory_backend()
+
+        class WaitingBackend:
+            def write_text(self, path: str, text: str) -> str:
+                return inner.write_text(path, text)
+
+            def read_text(self, path: str) -> str:
+                return inner.read_text(path)
+
+            def exists(self, path: str) -> bool:
+                return inner.exists(path)
+
+            async def awrite_text(self, path: str, text: str) -> str:
+                archive_started.set()
+                await summary_started.wait()  # deadlocks unless the summary runs meanwhile
+                return inner.write_text(path, text)
+
+        async def gate() -> None:
+            summary_started.set()
+            await archive_started.wait()
+
+        summarizer = FakeSummarizer("S", gate=gate)
+
+        async def model(view: list[Message]) -> str:
+            return "async ok"
+
+        with anyio.fail_after(5):
+            out = await Compressor(small_config(), backend=WaitingBackend(), summarizer=summarizer).acall(
+                long_history(8), model)
+        assert out.response == "async ok" and out.update.event.file_path in files_in(inner)
+
+    def test_r26_sync_path_writes_history_before_summarizing(self) -> None:
+        order: list[str] = []
+        inner = memory_backend()
+
+        class OrderBackend:
+            def write_text(self, path: str, text: str) -> str:
+                order.append("archive")
+                return inner.write_text(path, text)
+
+            def read_text(self, path: str) -> str:
+                return inner.read_text(path)
+
+            def exists(self, path: str) -> bool:
+                return inner.exists(path)
+
+        summarizer = FakeSummarizer(lambda p: order.append("summary") or "S")
+        Compressor(small_config(), backend=OrderBackend(), summarizer=summarizer).call(long_history(8), ScriptedModel())
+        assert order == ["archive", "summary"]
+
+    @pytest.mark.anyio
+    async def test_async_and_sync_paths_agree(self) -> None:
+        state = long_history(8)
+        s_model, a_model = ScriptedModel(), ScriptedModel()
+        s_out = Compressor(small_config(), summarizer=FakeSummarizer("S")).call(state, s_model)
+        a_out = await Compressor(small_config(), summarizer=FakeSummarizer("S")).acall(state, a_model.acall)
+        assert snapshot(s_model.calls[0]) == snapshot(a_model.calls[0])
+        assert attrs.evolve(s_out.update.event, created_at="") == attrs.evolve(a_out.update.event, created_at="")
+
+
+class TestContentKinds:
+    """CJK text and multimodal parts go through L1 correctly."""
+
+    def test_cjk_tool_result_preview_fits_the_budget(self) -> None:
+        text = "上下文压缩分为两级，第一级只在副本上截短过长的工具结果。" * 60
+        c = call("search")
+        state = [user("查一下"), assistant("", c), tool(c, text)]
+        backend, model = memory_backend(), ScriptedModel()
+        Compressor(small_config(summary_l2_trigger_ratio=1.0), backend=backend).call(state, model)
+        sent = model.calls[0][2]
+        assert EST.count_message(sent) <= 120
+        assert "上下文压缩" in sent.text
+        assert files_in(backend) == {f"outputs/large_tool_results/search-{sha256_text(text)}.txt": text}
+
+    def test_multimodal_tool_result_keeps_its_image_parts(self) -> None:
+        image = ContentPart(type="image", data={"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}})
+        c = call("screenshot")
+        text = words(800)
+        result = Message(role="tool", content=(ContentPart(type="text", text=text), image), tool_call_id=c.id,
+                         name="screenshot", id="t1")
+        state = [user("look"), assistant("", c), result]
+        model = ScriptedModel()
+        Compressor(small_config(summary_l2_trigger_ratio=1.0)).call(state, model)
+        sent = model.calls[0][2]
+        assert isinstance(sent.content, tuple) and sent.content[1] == image
+        assert sent.content[0].text.startswith("[ARS: tool result offloaded")
+
+
+def test_r33_events_map_to_sse_frames() -> None:
+    emitter = RecordingEmitter()
+    Compressor(small_config(), emitter=emitter, summarizer=FakeSummarizer()).call(long_history(8), ScriptedModel())
+    frames = [encode_sse(e) for e in emitter.events]
+    for frame, event in zip(frames, emitter.events):
+        lines = frame.split("\n")
+        assert lines[0] == "event: context_compression"
+        assert lines[1].startswith("data: ") and frame.endswith("\n\n")
+        assert json.loads(lines[1][6:]) == event.to_dict()
+    assert json.loads(frames[1].split("\n")[1][6:])["phase"] == "completed"
