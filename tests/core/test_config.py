@@ -1,0 +1,68 @@
+"""R35: the five Context fields, their defaults, metadata and validation."""
+
+from __future__ import annotations
+
+import warnings
+from types import SimpleNamespace
+
+import attrs
+import pytest
+
+from ars_core import DEFAULT_SUMMARY_PROMPT, ConfigError, SummaryConfig
+from ars_core.config import CONFIG_FIELDS
+
+
+class TestDefaults:
+    def test_r35_defaults_are_the_seeds(self) -> None:
+        c = SummaryConfig()
+        assert (c.summary_threshold, c.summary_keep_messages, c.summary_tool_result_token_limit,
+                c.summary_l2_trigger_ratio) == (100, 10, 300, 0.4)
+        assert c.threshold_tokens == 102_400 and c.l2_threshold_tokens == 40_960
+        assert "{messages}" in c.summary_prompt and c.summary_prompt == DEFAULT_SUMMARY_PROMPT
+        assert "摘要" in DEFAULT_SUMMARY_PROMPT  # the built-in template is Chinese
+
+    def test_r35_fields_are_marked_admin_only(self) -> None:
+        for f in attrs.fields(SummaryConfig):
+            assert f.metadata["admin_only"] is True and f.metadata["description"]
+        assert CONFIG_FIELDS == ("summary_threshold", "summary_keep_messages", "summary_prompt",
+                                 "summary_tool_result_token_limit", "summary_l2_trigger_ratio")
+
+    def test_r35_from_context_object_and_mapping(self) -> None:
+        ctx = SimpleNamespace(summary_threshold=8, summary_keep_messages=None, user_id="u1")
+        assert SummaryConfig.from_context(ctx) == SummaryConfig(summary_threshold=8)
+        assert SummaryConfig.from_context({"summary_l2_trigger_ratio": 0.5}).summary_l2_trigger_ratio == 0.5
+
+
+class TestValidation:
+    @pytest.mark.parametrize(
+        ("field", "value"),
+        [
+            ("summary_threshold", 0),
+            ("summary_threshold", -1),
+            ("summary_threshold", "100"),
+            ("summary_keep_messages", 0),
+            ("summary_keep_messages", 2.5),
+            ("summary_tool_result_token_limit", -300),
+            ("summary_tool_result_token_limit", True),
+            ("summary_l2_trigger_ratio", 0),
+            ("summary_l2_trigger_ratio", 1.5),
+            ("summary_prompt", "Summarize this."),
+            ("summary_prompt", None),
+        ],
+    )
+    def test_r35_invalid_values_raise_a_clear_error(self, field: str, value: object) -> None:
+        with pytest.raises(ConfigError) as info:
+            SummaryConfig(**{field: value})
+        assert info.value.field == field
+        assert field in str(info.value)
+
+    def test_r35_ratio_outside_recommended_range_warns(self) -> None:
+        with pytest.warns(UserWarning, match="recommended range 0.1-1.0"):
+            SummaryConfig(summary_l2_trigger_ratio=0.05)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            SummaryConfig(summary_l2_trigger_ratio=1.0)
+
+    def test_config_error_is_a_value_error(self) -> None:
+        with pytest.raises(ValueError):
+            SummaryConfig(summary_keep_messages=-1)

@@ -1,0 +1,131 @@
+"""The message model: lossless round trips and readers for recorded runs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ars_core import (
+    ContentPart,
+    Message,
+    MessageFormatError,
+    ToolCall,
+    from_openai,
+    message_from_dict,
+    message_to_dict,
+    read_messages,
+    to_openai,
+)
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+parts = st.builds(
+    ContentPart,
+    type=st.sampled_from(["text", "image", "audio"]),
+    text=st.none() | st.text(max_size=30),
+    data=st.dictionaries(st.text(min_size=1, max_size=5), json_values, max_size=2),
+)
+messages = st.builds(
+    Message,
+    role=st.sampled_from(["system", "user", "assistant", "tool"]),
+    content=st.text(max_size=60) | st.lists(parts, max_size=3).map(tuple),
+    id=st.none() | st.text(min_size=1, max_size=8),
+    name=st.none() | st.text(max_size=8),
+    tool_calls=st.lists(
+        st.builds(ToolCall, id=st.text(min_size=1, max_size=6), name=st.text(min_size=1, max_size=8),
+                  args=st.dictionaries(st.text(max_size=6), json_values, max_size=3)),
+        max_size=2,
+    ).map(tuple),
+    tool_call_id=st.none() | st.text(max_size=6),
+    metadata=st.dictionaries(st.text(min_size=1, max_size=6), json_values, max_size=2),
+)
+
+
+class TestJsonRoundTrip:
+    @given(messages)
+    def test_message_survives_json(self, message: Message) -> None:
+        """ARS's own JSON form is lossless: ids, tool calls, parts, metadata."""
+        assert message_from_dict(json.loads(json.dumps(message_to_dict(message)))) == message
+
+    def test_frozen(self) -> None:
+        m = Message(role="user", content="x")
+        with pytest.raises(AttributeError):
+            m.content = "y"  # type: ignore[misc]
+
+    def test_bad_role(self) -> None:
+        with pytest.raises(MessageFormatError, match="unknown role"):
+            Message(role="robot", content="x")
+
+
+class TestOpenAI:
+    def test_tool_calls_round_trip(self) -> None:
+        raw = {
+            "role": "assistant",
+            "content": "ok",
+            "tool_calls": [{"id": "c1", "type": "function",
+                            "function": {"name": "bash", "arguments": '{"command": "ls"}'}}],
+        }
+        m = from_openai(raw)
+        assert m.tool_calls == (ToolCall(id="c1", name="bash", args={"command": "ls"}),)
+        assert to_openai(m) == raw
+
+    def test_multimodal_round_trip(self) -> None:
+        raw = {"role": "user", "content": [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAA", "detail": "low"}},
+        ]}
+        m = from_openai(raw)
+        assert m.text == "what is this?" and m.content[1].type == "image"
+        assert to_openai(m) == raw
+
+    def test_extra_fields_kept(self) -> None:
+        raw = {"role": "assistant", "content": "x", "refusal": None, "audio": {"id": "a"}}
+        assert to_openai(from_openai(raw)) == raw
+
+
+class TestReadMessages:
+    def write(self, tmp_path: Path, name: str, data: bytes) -> Path:
+        p = tmp_path / name
+        p.write_bytes(data)
+        return p
+
+    def test_jsonl_gz_trajectory(self, trajectories_dir: Path) -> None:
+        path = trajectories_dir / "django__django-11133.jsonl.gz"
+        msgs = read_messages(path)
+        lines = [json.loads(x) for x in gzip.decompress(path.read_bytes()).decode().splitlines()]
+        assert len(msgs) == len(lines)
+        assert [to_openai(m) for m in msgs] == lines
+
+    def test_json_array_and_messages_object(self, tmp_path: Path) -> None:
+        data = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+        a = read_messages(self.write(tmp_path, "a.json", json.dumps(data).encode()))
+        b = read_messages(self.write(tmp_path, "b.json", json.dumps({"messages": data}).encode()))
+        assert a == b and [m.text for m in a] == ["a", "b"]
+
+    @pytest.mark.parametrize(
+        ("content", "match"),
+        [
+            (b"", "empty file"),
+            (b"not json at all", "invalid JSON on line 1"),
+            (b'{"role": "wizard", "content": "x"}', "unknown or missing role"),
+            (b'{"role": "tool", "tool_call_id": "zz", "content": "x"}', "answers no earlier tool call"),
+            (b"\xff\xfe", "not UTF-8"),
+            (b"\x1f\x8bbroken", "corrupt gzip"),
+        ],
+    )
+    def test_bad_input_is_a_typed_error(self, tmp_path: Path, content: bytes, match: str) -> None:
+        with pytest.raises(MessageFormatError, match=match) as info:
+            read_messages(self.write(tmp_path, "x.jsonl", content))
+        assert info.value.source == str(tmp_path / "x.jsonl")
+
+    def test_missing_file(self, tmp_path: Path) -> None:
+        with pytest.raises(MessageFormatError, match="cannot read file"):
+            read_messages(tmp_path / "nope.jsonl")
