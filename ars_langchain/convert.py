@@ -1,0 +1,308 @@
+"""LangChain messages <-> ARS core messages, lossless.
+
+A LangChain message becomes a core :class:`~ars_core.Message` with the same
+role, content, id, name, tool calls and tool-call id. Everything else
+LangChain-specific (the message type, ``additional_kwargs``,
+``response_metadata``, ``usage_metadata``, ``invalid_tool_calls``, a
+ToolMessage's ``artifact``/``status``, a ChatMessage's role...) is kept in the
+core message's ``metadata["lc"]``, so the way back rebuilds the very same
+message. ARS's own markers (``ars_offloaded``, ``ars_summary``, ...) travel in
+``response_metadata["ars"]`` on the LangChain side: that field is never sent
+to a provider.
+
+Content blocks: a string block becomes a text part marked ``lc_str``; a
+``{"type": "text", "text": ...}`` block a text part carrying its other keys;
+any other block (images, audio, files, reasoning...) a part holding the whole
+block in ``data``.
+
+:class:`HistoryConverter` keeps the per-call cost proportional to the new
+messages: it remembers the last LangChain list and its converted twin, and
+when the next list starts with the same message objects (or, after a
+checkpoint reload, equal ones) it converts only what was appended and hands
+back the *same* core objects, so the core estimator's per-message caches and
+its incremental ``count_history`` keep working.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    ChatMessage,
+    ChatMessageChunk,
+    FunctionMessage,
+    FunctionMessageChunk,
+    HumanMessage,
+    HumanMessageChunk,
+    SystemMessage,
+    SystemMessageChunk,
+    ToolMessage,
+    ToolMessageChunk,
+)
+
+from ars_core import ContentPart, Message, ToolCall
+
+__all__ = ["LC_KEY", "MARKERS_KEY", "HistoryConverter", "from_core", "to_core", "tool_schemas"]
+
+#: core ``metadata`` key holding the LangChain-only fields of a message
+LC_KEY = "lc"
+#: ``response_metadata`` key holding ARS markers on the LangChain side
+MARKERS_KEY = "ars"
+
+_ROLE_OF_TYPE: dict[str, str] = {
+    "human": "user",
+    "ai": "assistant",
+    "system": "system",
+    "tool": "tool",
+    "function": "tool",
+    "developer": "system",
+}
+_CHAT_ROLES: dict[str, str] = {"user": "user", "human": "user", "assistant": "assistant", "ai": "assistant",
+                               "system": "system", "developer": "system", "tool": "tool", "function": "tool"}
+_CLASS_OF_TYPE: dict[str, type[BaseMessage]] = {
+    "human": HumanMessage,
+    "ai": AIMessage,
+    "system": SystemMessage,
+    "tool": ToolMessage,
+    "function": FunctionMessage,
+    "chat": ChatMessage,
+    "HumanMessageChunk": HumanMessageChunk,
+    "AIMessageChunk": AIMessageChunk,
+    "SystemMessageChunk": SystemMessageChunk,
+    "ToolMessageChunk": ToolMessageChunk,
+    "FunctionMessageChunk": FunctionMessageChunk,
+    "ChatMessageChunk": ChatMessageChunk,
+}
+_CLASS_OF_ROLE: dict[str, type[BaseMessage]] = {
+    "user": HumanMessage,
+    "assistant": AIMessage,
+    "system": SystemMessage,
+    "tool": ToolMessage,
+}
+# fields carried by the core Message itself (not duplicated in metadata["lc"])
+_CORE_FIELDS = frozenset({"content", "id", "name", "tool_calls", "tool_call_id", "type"})
+# raw provider copies of the tool calls: dropped when the tool calls changed (L1/R43)
+_RAW_CALL_KEYS = ("tool_calls", "function_call")
+
+
+# ------------------------------------------------------------------ content
+
+
+def _part_to_core(block: Any) -> ContentPart:
+    if isinstance(block, str):
+        return ContentPart(type="text", text=block, data={"lc_str": True})
+    if isinstance(block, Mapping):
+        kind = str(block.get("type", "unknown"))
+        text = block.get("text")
+        if kind == "text" and isinstance(text, str):
+            return ContentPart(type="text", text=text, data={k: v for k, v in block.items() if k not in ("type", "text")})
+        return ContentPart(type=kind, data=dict(block))
+    return ContentPart(type="unknown", data={"lc_value": block})
+
+
+def _part_from_core(part: ContentPart) -> Any:
+    data = dict(part.data)
+    if part.text is not None:
+        if data.pop("lc_str", False) and not data:
+            return part.text
+        return {"type": part.type, "text": part.text, **data}
+    if "lc_value" in data and len(data) == 1:
+        return data["lc_value"]
+    return data if data else {"type": part.type}
+
+
+def _content_to_core(content: Any) -> str | tuple[ContentPart, ...]:
+    if isinstance(content, str):
+        return content
+    return tuple(_part_to_core(b) for b in content)
+
+
+def _content_from_core(content: str | tuple[ContentPart, ...]) -> str | list[Any]:
+    if isinstance(content, str):
+        return content
+    return [_part_from_core(p) for p in content]
+
+
+# ------------------------------------------------------------------ messages
+
+
+def _role(message: BaseMessage) -> str:
+    if isinstance(message, ChatMessage):
+        return _CHAT_ROLES.get(message.role, "user")
+    kind = message.type.removesuffix("MessageChunk").lower() if message.type.endswith("MessageChunk") else message.type
+    return _ROLE_OF_TYPE.get(kind, "user")
+
+
+def _lc_tool_calls(message: BaseMessage) -> list[dict[str, Any]]:
+    calls = getattr(message, "tool_calls", None)
+    return list(calls) if calls else []
+
+
+def to_core(message: BaseMessage) -> Message:
+    """One LangChain message as a core message (see the module docstring)."""
+    extra: dict[str, Any] = {"type": message.type}
+    for field in type(message).model_fields:
+        if field in _CORE_FIELDS:
+            continue
+        value = getattr(message, field)
+        if field == "response_metadata" and isinstance(value, Mapping) and MARKERS_KEY in value:
+            value = {k: v for k, v in value.items() if k != MARKERS_KEY}
+        if value or field == "role":
+            extra[field] = value
+    calls = _lc_tool_calls(message)
+    if calls:
+        extra["tool_calls"] = calls  # the originals, to give back unchanged when L1 left them alone
+    markers = message.response_metadata.get(MARKERS_KEY) if message.response_metadata else None
+    metadata: dict[str, Any] = dict(markers) if isinstance(markers, Mapping) else {}
+    metadata[LC_KEY] = extra
+    tool_call_id = getattr(message, "tool_call_id", None)
+    name = message.name
+    if isinstance(message, FunctionMessage):  # legacy function results answer by name
+        tool_call_id = tool_call_id or name
+    return Message(
+        role=_role(message),
+        content=_content_to_core(message.content),
+        id=message.id,
+        name=name,
+        tool_calls=tuple(ToolCall(id=c.get("id") or "", name=c["name"], args=c.get("args") or {}) for c in calls),
+        tool_call_id=tool_call_id,
+        metadata=metadata,
+    )
+
+
+def _same_calls(core: Sequence[ToolCall], original: Sequence[Mapping[str, Any]]) -> bool:
+    if len(core) != len(original):
+        return False
+    return all(
+        c.id == (o.get("id") or "") and c.name == o["name"] and dict(c.args) == dict(o.get("args") or {})
+        for c, o in zip(core, original, strict=False)
+    )
+
+
+def from_core(message: Message) -> BaseMessage:
+    """A core message as a LangChain message; the inverse of :func:`to_core`.
+
+    A message without LangChain fields (an ARS summary) becomes the plain
+    class of its role (``user`` -> ``HumanMessage``). ARS markers go to
+    ``response_metadata["ars"]``.
+    """
+    extra = dict(message.metadata.get(LC_KEY) or {})
+    markers = {k: v for k, v in message.metadata.items() if k != LC_KEY}
+    kind = extra.pop("type", None)
+    cls = _CLASS_OF_TYPE.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        cls = _CLASS_OF_ROLE.get(message.role, HumanMessage)
+    original_calls = extra.pop("tool_calls", None) or []
+    kwargs: dict[str, Any] = {k: v for k, v in extra.items() if k in cls.model_fields}
+    response_metadata = dict(kwargs.get("response_metadata") or {})
+    if markers:
+        response_metadata[MARKERS_KEY] = markers
+    kwargs["response_metadata"] = response_metadata
+    kwargs["content"] = _content_from_core(message.content)
+    if message.id is not None:
+        kwargs["id"] = message.id
+    if message.name is not None:
+        kwargs["name"] = message.name
+    if "tool_calls" in cls.model_fields:
+        if _same_calls(message.tool_calls, original_calls):
+            kwargs["tool_calls"] = original_calls
+        else:
+            kwargs["tool_calls"] = [
+                {"name": c.name, "args": dict(c.args), "id": c.id or None, "type": "tool_call"}
+                for c in message.tool_calls
+            ]
+            raw = dict(kwargs.get("additional_kwargs") or {})
+            for key in _RAW_CALL_KEYS:  # the provider's raw copy would resend what was trimmed
+                raw.pop(key, None)
+            kwargs["additional_kwargs"] = raw
+    if "tool_call_id" in cls.model_fields:
+        kwargs["tool_call_id"] = message.tool_call_id or ""
+    if cls is ChatMessage or cls is ChatMessageChunk:
+        kwargs.setdefault("role", message.role)
+    return cls(**kwargs)
+
+
+def tool_schemas(tools: Sequence[Any]) -> list[Any]:
+    """Tool schemas as the model sees them (OpenAI function format), for the estimate (R3)."""
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    out: list[Any] = []
+    for tool in tools:
+        try:
+            out.append(convert_to_openai_tool(tool))
+        except Exception:  # a provider-specific dict or an exotic tool: count its text
+            out.append(tool if isinstance(tool, Mapping) else str(tool))
+    return out
+
+
+# ------------------------------------------------------------------ incremental conversion
+
+
+def _same(a: BaseMessage, b: BaseMessage) -> bool:
+    return a is b or (a.id == b.id and type(a) is type(b) and a == b)
+
+
+class HistoryConverter:
+    """Converts a growing LangChain history, reusing earlier conversions.
+
+    :meth:`convert` returns core messages; :meth:`back` maps a core message
+    the converter produced back to the LangChain object it came from (the
+    original object, untouched), or converts a new one with :func:`from_core`.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lc: list[BaseMessage] = []
+        self._core: list[Message] = []
+        # id(core message) -> (core message, LangChain message); the core object
+        # is held so its id cannot be reused while the entry lives
+        self._origin: dict[int, tuple[Message, BaseMessage]] = {}
+        self.converted = 0  # messages converted so far (a cost counter tests read)
+
+    def _convert_one(self, message: BaseMessage) -> Message:
+        core = to_core(message)
+        self.converted += 1
+        self._origin[id(core)] = (core, message)
+        return core
+
+    def convert(self, messages: Sequence[BaseMessage]) -> list[Message]:
+        with self._lock:
+            prev_lc, prev_core = self._lc, self._core
+            n_prev, n = len(prev_lc), len(messages)
+            keep = 0
+            if n_prev and n >= n_prev and all(
+                messages[i] is prev_lc[i] for i in (0, n_prev // 2, n_prev - 1)
+            ):
+                keep = n_prev  # the common case: same objects, history appended
+            else:  # a reload or an edit: reuse the longest equal prefix
+                limit = min(n, n_prev)
+                while keep < limit and _same(messages[keep], prev_lc[keep]):
+                    keep += 1
+            core = prev_core[:keep] + [self._convert_one(m) for m in messages[keep:]]
+            if keep < n_prev:  # forget conversions that are no longer part of the history
+                live = {id(c) for c in core}
+                for c in prev_core[keep:]:
+                    if id(c) not in live:
+                        self._origin.pop(id(c), None)
+            self._lc = list(messages)
+            self._core = core
+            return list(core)
+
+    def back(self, message: Message) -> BaseMessage:
+        entry = self._origin.get(id(message))
+        if entry is not None and entry[0] is message:
+            return entry[1]
+        return from_core(message)
+
+    def back_all(self, messages: Sequence[Message]) -> list[BaseMessage]:
+        return [self.back(m) for m in messages]
+
+    def remember(self, core: Message, message: BaseMessage) -> None:
+        """Record that ``core`` stands for ``message`` (the event's summary)."""
+        with self._lock:
+            self._origin[id(core)] = (core, message)

@@ -1,0 +1,452 @@
+"""``ArsSummarizationMiddleware``: ARS for LangChain v1 agents and LangGraph.
+
+Add one middleware to ``langchain.agents.create_agent`` (or deepagents'
+``create_deep_agent``) and every model call goes through
+:class:`ars_core.Compressor`:
+
+* below the entry threshold the model gets the effective messages and the
+  middleware returns the model response unchanged (R1);
+* L1 trims a copy of the request (R10-R14); L2 summarizes older history and
+  persists its event by returning ``ExtendedModelResponse(response,
+  Command(update={"_summarization_event": {...}}))`` - state messages are
+  never rewritten (R5), except the tail messages trimmed under overflow,
+  which are replaced *by id* so the next checkpoint matches what was sent (R43);
+* a ``ContextOverflowError`` (langchain-core's) or a provider 400/413
+  "prompt is too long" error from the model is the forced-compression signal (R4);
+* ``started``/``completed``/``failed`` events go to the custom stream (R30-R32).
+
+The event is a plain JSON dict (:meth:`ars_core.SummarizationEvent.to_dict`)
+under the private state key ``_summarization_event``: kept in the checkpoint,
+absent from ``invoke()`` output. deepagents' own summarization middleware uses
+the same key with another layout, so the two must not run in one agent: this
+middleware's ``name`` is ``"SummarizationMiddleware"``, which makes
+``create_deep_agent(middleware=[ArsSummarizationMiddleware(...)])`` *replace*
+deepagents' built-in one in place (and in the general-purpose sub-agent). An
+event left by deepagents (``cutoff_index``) is read as a starting point.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, NotRequired
+
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    AgentState,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+    PrivateStateAttr,
+)
+from langchain_core.exceptions import ContextOverflowError as LCContextOverflowError
+from langchain_core.messages import AIMessage, BaseMessage
+from langgraph.types import Command
+
+from ars_core import (
+    CallOutcome,
+    CompressionEvent,
+    Compressor,
+    Estimator,
+    Message,
+    SummarizationEvent,
+    SummaryConfig,
+    Usage,
+    is_context_overflow,
+)
+from ars_core.config import CONFIG_FIELDS
+from ars_core.messages import MARK_SUMMARY
+
+from .backends import BackendResolver
+from .convert import HistoryConverter, from_core, to_core, tool_schemas
+from .stream import stream_writer_emitter
+from .summarizer import ChatModelSummarizer
+
+__all__ = [
+    "EVENT_KEY",
+    "ArsState",
+    "ArsSummarizationMiddleware",
+    "event_from_state",
+    "event_to_state",
+    "is_overflow_error",
+]
+
+log = logging.getLogger("ars.langchain")
+
+#: the private state key of the L2 event (shared with deepagents' middleware, see the module doc)
+EVENT_KEY = "_summarization_event"
+#: Context fields naming a file scope other than the thread id
+SCOPE_FIELDS = ("ars_file_scope",)
+
+
+class ArsState(AgentState[Any]):
+    """Agent state with ARS's private event (kept in the checkpoint, not in the output)."""
+
+    _summarization_event: Annotated[NotRequired[dict[str, Any] | None], PrivateStateAttr]
+
+
+def is_overflow_error(exc: BaseException) -> bool:
+    """R4: langchain-core's ``ContextOverflowError``, or a provider error saying the
+    prompt exceeds the context window (checked on the exception and its causes)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, LCContextOverflowError) or is_context_overflow(current):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def event_to_state(event: SummarizationEvent) -> dict[str, Any]:
+    """The event as stored in state: a plain JSON dict."""
+    return event.to_dict()
+
+
+def event_from_state(raw: Any) -> SummarizationEvent | None:
+    """Read ``_summarization_event`` from state: ARS's dict, or deepagents' layout
+    (``cutoff_index`` + a LangChain ``summary_message``)."""
+    if not raw:
+        return None
+    if isinstance(raw, SummarizationEvent):
+        return raw
+    if not isinstance(raw, Mapping):
+        log.warning("ARS: ignoring a malformed %s of type %s", EVENT_KEY, type(raw).__name__)
+        return None
+    data = dict(raw)
+    summary = data.get("summary_message")
+    if isinstance(summary, BaseMessage):
+        core = to_core(summary)
+        data["summary_message"] = core.with_content(core.content, **{MARK_SUMMARY: True})
+    if "cutoff" not in data and "cutoff_index" in data:
+        data["cutoff"] = data["cutoff_index"]
+    try:
+        return SummarizationEvent.from_dict(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        log.warning("ARS: ignoring a malformed %s: %s", EVENT_KEY, exc)
+        return None
+
+
+def _config_value(context: Any, name: str) -> Any:
+    if context is None:
+        return None
+    if isinstance(context, Mapping):
+        return context.get(name)
+    return getattr(context, name, None)
+
+
+def _scope_parts() -> tuple[str, str]:
+    """``(thread_id, namespace)`` of the current run; task ids are dropped from the
+    last namespace segment (it changes every step) so a thread's calls share a session."""
+    try:
+        from langgraph.config import get_config
+
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:
+        return "default", ""
+    thread = str(configurable.get("thread_id") or "default")
+    ns = str(configurable.get("checkpoint_ns") or "")
+    parts = ns.split("|") if ns else []
+    if parts:
+        parts[-1] = parts[-1].split(":", 1)[0]
+    return thread, "|".join(parts)
+
+
+@dataclass
+class _Session:
+    """What the middleware remembers about one thread (and graph namespace)."""
+
+    compressor: Compressor
+    converter: HistoryConverter = field(default_factory=HistoryConverter)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    event_raw: Any = None
+    event: SummarizationEvent | None = None
+    system_src: Any = None
+    system: Message | None = None
+    tools_key: tuple[int, ...] = ()
+    tools: list[Any] = field(default_factory=list)
+    last_usage: dict[str, Any] | None = None
+
+
+@dataclass
+class _Call:
+    session: _Session
+    messages: list[Message]
+    event: SummarizationEvent | None
+    system: Message | None
+    tools: list[Any]
+    summarizer: Any
+    backend: Any
+    thread: str
+
+
+class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
+    """Two-level context compression (ARS) as a LangChain agent middleware.
+
+    ``config`` fixes the five ``summary_*`` fields (R35); when it is ``None``
+    they come from the runtime context of each run (``context_schema`` with
+    ``summary_*`` attributes, or a mapping), falling back to the defaults.
+    Context fields always override ``config`` when ``use_context`` is true.
+
+    ``model`` is the summary model; ``None`` uses the agent's current main
+    model (``request.model``). ``summarizer`` replaces the model with any core
+    summarizer. ``backend`` is where files go: a core backend, a deepagents
+    ``BackendProtocol`` (files land where the agent's ``read_file`` reads), or
+    a factory called with the runtime; default: an in-memory fsspec backend.
+    An unscoped fsspec backend is scoped to the thread id (R36). A
+    ``file_backend`` field of the runtime context wins over all of these.
+
+    ``on_event`` receives every compression event (they also go to the custom
+    stream when ``stream`` is true); ``on_summary_usage`` the summary call's
+    usage; ``on_model_usage`` the main model's ``usage_metadata`` after each
+    call, with the estimate that preceded it (see :meth:`last_usage`).
+    """
+
+    state_schema = ArsState
+
+    def __init__(
+        self,
+        config: SummaryConfig | Mapping[str, Any] | None = None,
+        *,
+        model: Any = None,
+        summarizer: Any = None,
+        backend: Any = None,
+        estimator: Estimator | Callable[[], Estimator] | None = None,
+        on_event: Callable[[CompressionEvent], None] | None = None,
+        on_summary_usage: Callable[[Usage], None] | None = None,
+        on_model_usage: Callable[[dict[str, Any]], None] | None = None,
+        is_overflow: Callable[[BaseException], bool] = is_overflow_error,
+        use_context: bool = True,
+        stream: bool = True,
+        name: str = "SummarizationMiddleware",
+        max_sessions: int = 256,
+        compressor_options: Mapping[str, Any] | None = None,
+        _resolver: BackendResolver | None = None,
+    ) -> None:
+        super().__init__()
+        if isinstance(config, Mapping):
+            config = SummaryConfig.from_context(config)
+        self.config = config
+        self.model = model
+        self.summarizer = summarizer
+        self.estimator = estimator
+        self.on_event = on_event
+        self.on_summary_usage = on_summary_usage
+        self.on_model_usage = on_model_usage
+        self.is_overflow = is_overflow
+        self.use_context = use_context
+        self.stream = stream
+        self.max_sessions = max_sessions
+        self.compressor_options = dict(compressor_options or {})
+        self.tools = []
+        self._name = name
+        self._resolver = _resolver or BackendResolver(backend)
+        self._sessions: OrderedDict[tuple[str, str], _Session] = OrderedDict()
+        self._sessions_lock = threading.Lock()
+        self._config_cache: tuple[tuple[Any, ...], SummaryConfig] | None = None
+
+    # ------------------------------------------------------------ factories
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @classmethod
+    def from_context(cls, context: Any, *, model: Any = None, **kwargs: Any) -> ArsSummarizationMiddleware:
+        """R50: build from a Context object's ``summary_*`` fields and the main model
+        (``model=None``: the agent's current main model at call time)."""
+        return cls(SummaryConfig.from_context(context), model=model, **kwargs)
+
+    def for_subagent(self, *, model: Any = None, config: SummaryConfig | None = None,
+                     name: str | None = None) -> ArsSummarizationMiddleware:
+        """The middleware of a sub-agent (R36, R50): same config, backend, estimator
+        and callbacks; the sub-agent's own main model summarizes unless ``model``
+        is given. Runs with the parent's ``thread_id`` share the parent's file scope."""
+        return type(self)(
+            config if config is not None else self.config,
+            model=model if model is not None else self.model,
+            summarizer=self.summarizer,
+            estimator=self.estimator,
+            on_event=self.on_event,
+            on_summary_usage=self.on_summary_usage,
+            on_model_usage=self.on_model_usage,
+            is_overflow=self.is_overflow,
+            use_context=self.use_context,
+            stream=self.stream,
+            name=name or self._name,
+            max_sessions=self.max_sessions,
+            compressor_options=self.compressor_options,
+            _resolver=self._resolver,
+        )
+
+    # ------------------------------------------------------------ introspection
+
+    def last_usage(self, thread_id: str = "default", namespace: str = "") -> dict[str, Any] | None:
+        """The main model's last provider-reported ``usage_metadata`` on a thread,
+        with ARS's estimate of the request that produced it (calibration data)."""
+        session = self._sessions.get((thread_id, namespace))
+        return session.last_usage if session else None
+
+    # ------------------------------------------------------------ per-call setup
+
+    def _config_for(self, context: Any) -> SummaryConfig:
+        base = self.config
+        if not self.use_context or context is None:
+            return base or SummaryConfig()
+        values = tuple(_config_value(context, f) for f in CONFIG_FIELDS)
+        if all(v is None for v in values):
+            return base or SummaryConfig()
+        cached = self._config_cache
+        if cached is not None and cached[0] == (id(base), *values):
+            return cached[1]
+        merged = (base or SummaryConfig()).to_dict()
+        merged.update({f: v for f, v in zip(CONFIG_FIELDS, values, strict=False) if v is not None})
+        config = SummaryConfig(**merged)
+        self._config_cache = ((id(base), *values), config)
+        return config
+
+    def _new_estimator(self) -> Estimator | None:
+        est = self.estimator
+        if est is None:
+            return None  # the core default, one per session
+        if callable(est) and not hasattr(est, "count"):
+            made: Estimator = est()
+            return made
+        return est  # type: ignore[return-value]
+
+    def _session(self, key: tuple[str, str], config: SummaryConfig) -> _Session:
+        with self._sessions_lock:
+            session = self._sessions.get(key)
+            if session is None:
+                compressor = Compressor(config, estimator=self._new_estimator(), is_overflow=self.is_overflow,
+                                        **self.compressor_options)
+                session = _Session(compressor=compressor)
+                self._sessions[key] = session
+                while len(self._sessions) > self.max_sessions:
+                    self._sessions.popitem(last=False)
+            else:
+                self._sessions.move_to_end(key)
+                if session.compressor.config != config:
+                    session.compressor.config = config
+            return session
+
+    def _summarizer_for(self, request: ModelRequest[Any]) -> Any:
+        if self.summarizer is not None:
+            return self.summarizer
+        return ChatModelSummarizer(self.model if self.model is not None else request.model,
+                                   on_usage=self.on_summary_usage)
+
+    def _emit(self, event: CompressionEvent) -> None:
+        if self.stream:
+            stream_writer_emitter(event)
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def _prepare(self, request: ModelRequest[Any]) -> _Call:
+        runtime = request.runtime
+        context = getattr(runtime, "context", None)
+        config = self._config_for(context)
+        thread, ns = _scope_parts()
+        session = self._session((thread, ns), config)
+        with session.lock:
+            # the event: reuse the parsed one while the stored dict is unchanged
+            raw = (request.state or {}).get(EVENT_KEY)
+            if raw is not session.event_raw and raw != session.event_raw:
+                session.event = event_from_state(raw)
+                session.event_raw = raw
+                if session.event is not None:
+                    session.converter.remember(session.event.summary_message,
+                                               from_core(session.event.summary_message))
+            # system message and tool schemas (R3), cached while unchanged
+            system_src = request.system_message
+            if system_src is not session.system_src and system_src != session.system_src:
+                session.system = to_core(system_src) if system_src is not None else None
+                session.system_src = system_src
+            tools_key = tuple(id(t) for t in request.tools)
+            if tools_key != session.tools_key:
+                session.tools = tool_schemas(request.tools)
+                session.tools_key = tools_key
+            event, system, tools = session.event, session.system, session.tools
+        messages = session.converter.convert(request.messages)
+        scope = _config_value(context, SCOPE_FIELDS[0]) or thread
+        backend = self._resolver.resolve(runtime, str(scope))
+        return _Call(session=session, messages=messages, event=event, system=system, tools=tools,
+                     summarizer=self._summarizer_for(request), backend=backend, thread=thread)
+
+    def _finish(self, call: _Call, outcome: CallOutcome) -> Any:
+        response = outcome.response
+        self._record_usage(call.session, response, outcome)
+        update = outcome.update
+        if update is None or update.event is None:
+            return response
+        event_dict = event_to_state(update.event)
+        values: dict[str, Any] = {EVENT_KEY: event_dict}
+        replaced: list[BaseMessage] = []
+        for index, message in update.replaced:
+            lc = from_core(message)
+            if lc.id is None:  # add_messages can only replace by id
+                log.warning("ARS: trimmed message %d has no id; it is not persisted (R43)", index)
+                continue
+            replaced.append(lc)
+        if replaced:
+            values["messages"] = replaced
+        with call.session.lock:  # the next call reads this dict back from state
+            call.session.event_raw = event_dict
+            call.session.event = update.event
+            call.session.converter.remember(update.event.summary_message, from_core(update.event.summary_message))
+        return ExtendedModelResponse(model_response=response, command=Command(update=values))
+
+    def _record_usage(self, session: _Session, response: Any, outcome: CallOutcome) -> None:
+        messages = getattr(response, "result", None) or ([response] if isinstance(response, AIMessage) else [])
+        usage = next((m.usage_metadata for m in reversed(messages)
+                      if isinstance(m, AIMessage) and m.usage_metadata), None)
+        if not usage:
+            return
+        record = {"usage_metadata": dict(usage), "estimated_tokens": outcome.tokens_after,
+                  "view_messages": len(outcome.view)}
+        session.last_usage = record
+        calibrate = getattr(session.compressor.estimator, "calibrate", None)
+        if callable(calibrate) and usage.get("input_tokens"):
+            calibrate(estimated=outcome.tokens_after, actual=int(usage["input_tokens"]))
+        if self.on_model_usage is not None:
+            self.on_model_usage(record)
+
+    def _view(self, request: ModelRequest[Any], session: _Session, view: Sequence[Message]) -> ModelRequest[Any]:
+        return request.override(messages=session.converter.back_all(view))
+
+    # ------------------------------------------------------------ the hooks
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        call = self._prepare(request)
+
+        def call_model(view: list[Message]) -> ModelResponse[Any]:
+            return handler(self._view(request, call.session, view))
+
+        outcome = call.session.compressor.call(
+            call.messages, call_model, event=call.event, system=call.system, tools=call.tools,
+            summarizer=call.summarizer, backend=call.backend, emitter=self._emit, thread=call.thread,
+        )
+        return self._finish(call, outcome)  # type: ignore[no-any-return]
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        call = self._prepare(request)
+
+        async def call_model(view: list[Message]) -> ModelResponse[Any]:
+            return await handler(self._view(request, call.session, view))
+
+        outcome = await call.session.compressor.acall(
+            call.messages, call_model, event=call.event, system=call.system, tools=call.tools,
+            summarizer=call.summarizer, backend=call.backend, emitter=self._emit, thread=call.thread,
+        )
+        return self._finish(call, outcome)  # type: ignore[no-any-return]

@@ -1,0 +1,182 @@
+"""Fakes for testing agents that use ARS - only the LLM provider is faked.
+
+:class:`FakeToolChatModel` is a ``GenericFakeChatModel`` that works inside
+``create_agent``: ``bind_tools`` returns the model itself, scripted replies may
+carry tool calls (also when streamed), and every request is recorded with its
+tags so a test can assert the exact messages the model received (and tell the
+ARS summary call, tagged ``nostream``, from main calls).
+
+A scripted reply is an ``AIMessage``, a string, an exception instance (raised),
+or a callable ``f(messages) -> AIMessage | str`` (may raise). ``overflow_above``
+makes a request whose text is longer than that many characters raise
+langchain-core's ``ContextOverflowError``, like a provider would.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.exceptions import ContextOverflowError
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langgraph.constants import TAG_NOSTREAM
+from pydantic import ConfigDict, Field, PrivateAttr
+
+__all__ = ["FakeToolChatModel", "RecordedCall", "message_chars", "tool_call"]
+
+
+def tool_call(name: str, args: dict[str, Any], id: str) -> dict[str, Any]:
+    """A tool call for a scripted ``AIMessage(tool_calls=[...])``."""
+    return {"name": name, "args": args, "id": id, "type": "tool_call"}
+
+
+def message_chars(messages: Sequence[BaseMessage]) -> int:
+    """Characters of a request: text content plus tool-call arguments."""
+    total = 0
+    for m in messages:
+        total += len(m.text)
+        for call in getattr(m, "tool_calls", None) or ():
+            total += len(json.dumps(call.get("args") or {}, ensure_ascii=False))
+    return total
+
+
+class RecordedCall:
+    """One request the fake received: ``messages`` and the run's ``tags``."""
+
+    def __init__(self, messages: list[BaseMessage], tags: list[str]) -> None:
+        self.messages = messages
+        self.tags = tags
+
+    @property
+    def is_summary(self) -> bool:
+        """Whether this was a no-stream call (the ARS summary call)."""
+        return TAG_NOSTREAM in self.tags
+
+    def __repr__(self) -> str:
+        return f"RecordedCall({len(self.messages)} messages, tags={self.tags})"
+
+
+class FakeToolChatModel(GenericFakeChatModel):
+    """A scripted chat model usable with ``create_agent`` and tools (see the module doc)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    messages: Iterator[Any] = Field(default_factory=lambda: iter(()))
+    overflow_above: int | None = None
+    model_name: str = "fake-tool-chat-model"
+    _script: list[Any] = PrivateAttr(default_factory=list)
+    _next: int = PrivateAttr(default=0)
+    _calls: list[RecordedCall] = PrivateAttr(default_factory=list)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    def __init__(self, responses: Sequence[Any] = (), **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._script = list(responses)
+
+    @property
+    def _llm_type(self) -> str:
+        return "fake-tool-chat-model"
+
+    # ------------------------------------------------------------ script
+
+    def add(self, *responses: Any) -> FakeToolChatModel:
+        """Append scripted replies."""
+        with self._lock:
+            self._script.extend(responses)
+        return self
+
+    @property
+    def calls(self) -> list[RecordedCall]:
+        """Every request received, summary calls included."""
+        return list(self._calls)
+
+    @property
+    def main_calls(self) -> list[list[BaseMessage]]:
+        """The messages of every main-model request (summary calls excluded)."""
+        return [c.messages for c in self._calls if not c.is_summary]
+
+    @property
+    def summary_calls(self) -> list[list[BaseMessage]]:
+        return [c.messages for c in self._calls if c.is_summary]
+
+    @property
+    def remaining(self) -> int:
+        return len(self._script) - self._next
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> FakeToolChatModel:  # type: ignore[override]
+        return self
+
+    def _reply(self, messages: list[BaseMessage], run_manager: CallbackManagerForLLMRun | None) -> AIMessage:
+        tags = list(run_manager.tags) if run_manager is not None else []
+        with self._lock:
+            self._calls.append(RecordedCall(list(messages), tags))
+            if self.overflow_above is not None and TAG_NOSTREAM not in tags:
+                size = message_chars(messages)
+                if size > self.overflow_above:
+                    raise ContextOverflowError(
+                        f"prompt is too long: {size} characters > {self.overflow_above} maximum"
+                    )
+            if self._next >= len(self._script):
+                raise RuntimeError(f"FakeToolChatModel: script exhausted after {self._next} replies")
+            item = self._script[self._next]
+            self._next += 1
+        if isinstance(item, BaseException):
+            raise item
+        if callable(item) and not isinstance(item, BaseMessage):
+            item = item(messages)
+        if isinstance(item, str):
+            return AIMessage(content=item)
+        if not isinstance(item, AIMessage):
+            raise TypeError(f"FakeToolChatModel: a reply must be an AIMessage or str, not {type(item).__name__}")
+        return item
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self._reply(messages, run_manager))])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        message = self._reply(messages, run_manager)
+        text = message.content if isinstance(message.content, str) else ""
+        tokens = [t for t in re.split(r"(\s)", text) if t] if text else []
+        calls = [
+            {"name": c["name"], "args": json.dumps(c["args"], ensure_ascii=False), "id": c["id"], "index": i,
+             "type": "tool_call_chunk"}
+            for i, c in enumerate(message.tool_calls)
+        ]
+        if not tokens:
+            tokens = [""]
+        for i, token in enumerate(tokens):
+            last = i == len(tokens) - 1
+            chunk = AIMessageChunk(
+                content=token if isinstance(message.content, str) else (message.content if last else ""),
+                id=message.id,
+                tool_call_chunks=calls if last else [],  # type: ignore[arg-type]
+                usage_metadata=message.usage_metadata if last else None,
+                response_metadata=message.response_metadata if last else {},
+                additional_kwargs=message.additional_kwargs if last else {},
+            )
+            if last:
+                chunk.chunk_position = "last"
+            if run_manager is not None:
+                run_manager.on_llm_new_token(token, chunk=ChatGenerationChunk(message=chunk))
+            yield ChatGenerationChunk(message=chunk)
+
+
+ReplyFn = Callable[[list[BaseMessage]], AIMessage | str]
