@@ -26,7 +26,6 @@ from .events import CompressionEvent, SummarizationEvent, effective_messages, to
 from .files import FileBackend, FsspecBackend, check_path, sanitize_name
 from .hookspecs import hookimpl
 from .l2 import read_history
-from .plugins import get_estimator, get_file_backend, get_plugin_manager, get_summarizer
 from .messages import (
     MARK_OFFLOADED,
     MARK_SUMMARY,
@@ -41,6 +40,7 @@ from .messages import (
     read_messages,
     to_openai,
 )
+from .plugins import get_estimator, get_file_backend, get_plugin_manager, get_summarizer
 from .sse import SSE_EVENT_NAME, encode_sse, sse_frame
 from .summarize import (
     AsyncSummarizer,

@@ -25,7 +25,9 @@ def register_estimators(register: Register) -> None:
 @hookimpl
 def register_file_backends(register: Register) -> None:
     register("fsspec", FsspecBackend)
-    register("memory", lambda **options: FsspecBackend(options.pop("url", "memory://ars"), **options))
+    register(
+        "memory", lambda **options: FsspecBackend(options.pop("url", "memory://ars"), **options)
+    )
 
 
 @hookimpl

@@ -15,7 +15,7 @@ import attrs
 
 from .errors import ConfigError
 
-__all__ = ["DEFAULT_SUMMARY_PROMPT", "SummaryConfig", "CONFIG_FIELDS"]
+__all__ = ["CONFIG_FIELDS", "DEFAULT_SUMMARY_PROMPT", "SummaryConfig"]
 
 DEFAULT_SUMMARY_PROMPT = """你是一个负责压缩长对话上下文的助手。下面是智能体与用户之间较早的对话历史（包括工具调用和工具结果）。
 请生成一份简洁而完整的摘要，供智能体继续工作时替代这段历史。摘要必须保留：
@@ -43,13 +43,18 @@ def _positive_int(field: str) -> Any:
 
 def _threshold(_: Any, __: Any, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ConfigError("summary_threshold", value, "must be a positive number of K tokens (x1024)")
+        raise ConfigError(
+            "summary_threshold", value, "must be a positive number of K tokens (x1024)"
+        )
 
 
 def _prompt(_: Any, __: Any, value: Any) -> None:
     if not isinstance(value, str) or "{messages}" not in value:
-        raise ConfigError("summary_prompt", value if not isinstance(value, str) else value[:60],
-                          "must be a string containing the {messages} placeholder")
+        raise ConfigError(
+            "summary_prompt",
+            value if not isinstance(value, str) else value[:60],
+            "must be a string containing the {messages} placeholder",
+        )
 
 
 def _ratio(_: Any, __: Any, value: Any) -> None:
@@ -72,24 +77,33 @@ class SummaryConfig:
     """The five summary fields of an agent's Context (R35), with the seed's defaults."""
 
     summary_threshold: float = attrs.field(
-        default=100, validator=_threshold,
+        default=100,
+        validator=_threshold,
         metadata=_meta("entry threshold in K tokens; x1024 gives the token threshold"),
     )
     summary_keep_messages: int = attrs.field(
-        default=10, validator=_positive_int("summary_keep_messages"),
+        default=10,
+        validator=_positive_int("summary_keep_messages"),
         metadata=_meta("recent messages kept after L2, besides the summary message"),
     )
     summary_prompt: str = attrs.field(
-        default=DEFAULT_SUMMARY_PROMPT, validator=_prompt,
+        default=DEFAULT_SUMMARY_PROMPT,
+        validator=_prompt,
         metadata=_meta("summary model prompt; must contain {messages}"),
     )
     summary_tool_result_token_limit: int = attrs.field(
-        default=300, validator=_positive_int("summary_tool_result_token_limit"),
-        metadata=_meta("approximate token limit above which L1 offloads a tool result, and its preview budget"),
+        default=300,
+        validator=_positive_int("summary_tool_result_token_limit"),
+        metadata=_meta(
+            "approximate token limit above which L1 offloads a tool result, and its preview budget"
+        ),
     )
     summary_l2_trigger_ratio: float = attrs.field(
-        default=0.4, validator=_ratio,
-        metadata=_meta("share of the entry threshold above which, after L1, L2 runs (recommended 0.1-1.0)"),
+        default=0.4,
+        validator=_ratio,
+        metadata=_meta(
+            "share of the entry threshold above which, after L1, L2 runs (recommended 0.1-1.0)"
+        ),
     )
 
     @property

@@ -43,6 +43,7 @@ from .events import (
     CompressionEvent,
     EventEmitter,
     Level,
+    Phase,
     SummarizationEvent,
     effective_messages,
     to_global_cutoff,
@@ -155,7 +156,9 @@ class Compressor:
     ) -> None:
         self.config = config or SummaryConfig()
         self.estimator: Estimator = estimator or ApproxEstimator()
-        self.backend: FileBackend = backend if backend is not None else FsspecBackend("memory://ars")
+        self.backend: FileBackend = (
+            backend if backend is not None else FsspecBackend("memory://ars")
+        )
         self.summarizer = summarizer if summarizer is not None else ExtractiveSummarizer()
         self.emitter = emitter
         self.arg_char_limit = arg_char_limit
@@ -190,8 +193,13 @@ class Compressor:
         compression first (R4).
         """
         flow = self._flow(messages, event, system, tools, thread=thread)
-        return self._run_sync(flow, call_model, summarizer or self.summarizer, backend or self.backend,
-                              emitter or self.emitter)
+        return self._run_sync(
+            flow,
+            call_model,
+            summarizer or self.summarizer,
+            backend or self.backend,
+            emitter or self.emitter,
+        )
 
     async def acall(
         self,
@@ -208,8 +216,13 @@ class Compressor:
     ) -> CallOutcome:
         """Async twin of :meth:`call`: archive and summary run concurrently (R26)."""
         flow = self._flow(messages, event, system, tools, thread=thread)
-        return await self._run_async(flow, call_model, summarizer or self.summarizer,
-                                     backend or self.backend, emitter or self.emitter)
+        return await self._run_async(
+            flow,
+            call_model,
+            summarizer or self.summarizer,
+            backend or self.backend,
+            emitter or self.emitter,
+        )
 
     def compact(
         self,
@@ -231,8 +244,13 @@ class Compressor:
         context overflow (R4). ``response`` is ``None``.
         """
         flow = self._flow(messages, event, system, tools, thread=thread, forced=force)
-        return self._run_sync(flow, None, summarizer or self.summarizer, backend or self.backend,
-                              emitter or self.emitter)
+        return self._run_sync(
+            flow,
+            None,
+            summarizer or self.summarizer,
+            backend or self.backend,
+            emitter or self.emitter,
+        )
 
     async def acompact(
         self,
@@ -249,8 +267,13 @@ class Compressor:
     ) -> CallOutcome:
         """Async twin of :meth:`compact`."""
         flow = self._flow(messages, event, system, tools, thread=thread, forced=force)
-        return await self._run_async(flow, None, summarizer or self.summarizer,
-                                     backend or self.backend, emitter or self.emitter)
+        return await self._run_async(
+            flow,
+            None,
+            summarizer or self.summarizer,
+            backend or self.backend,
+            emitter or self.emitter,
+        )
 
     # ------------------------------------------------------------ the flow
 
@@ -275,9 +298,18 @@ class Compressor:
         started = False
         reached: Level = "L1"
 
-        def record(phase: str, level: Level, **kw: Any) -> _Emit:
-            return _Emit(CompressionEvent(phase=phase, level=level, round_id=round_id, forced=forced,  # type: ignore[arg-type]
-                                          tokens_before=tokens_before, threshold=threshold, **kw))
+        def record(phase: Phase, level: Level, **kw: Any) -> _Emit:
+            return _Emit(
+                CompressionEvent(
+                    phase=phase,
+                    level=level,
+                    round_id=round_id,
+                    forced=forced,
+                    tokens_before=tokens_before,
+                    threshold=threshold,
+                    **kw,
+                )
+            )
 
         emitted: list[CompressionEvent] = []
 
@@ -285,11 +317,23 @@ class Compressor:
             emitted.append(effect.event)
             return effect
 
-        def outcome(response: Any, view: Sequence[Message], update: StateUpdate | None,
-                    level: Level | None, tokens_after: int) -> CallOutcome:
-            return CallOutcome(response=response, view=tuple(view), update=update, events=tuple(emitted),
-                               level=level, forced=forced, tokens_before=tokens_before,
-                               tokens_after=tokens_after)
+        def outcome(
+            response: Any,
+            view: Sequence[Message],
+            update: StateUpdate | None,
+            level: Level | None,
+            tokens_after: int,
+        ) -> CallOutcome:
+            return CallOutcome(
+                response=response,
+                view=tuple(view),
+                update=update,
+                events=tuple(emitted),
+                level=level,
+                forced=forced,
+                tokens_before=tokens_before,
+                tokens_after=tokens_after,
+            )
 
         # R1: below the entry threshold, straight through
         if not forced and tokens_before < threshold:
@@ -304,12 +348,18 @@ class Compressor:
             yield emit(record("started", "L1"))
 
         # L1 on a copy (R10-R13)
-        plan = plan_l1(effective, estimator=est, tool_token_limit=cfg.summary_tool_result_token_limit,
-                       arg_char_limit=self.arg_char_limit, truncate_tools=self.truncate_tools)
+        plan = plan_l1(
+            effective,
+            estimator=est,
+            tool_token_limit=cfg.summary_tool_result_token_limit,
+            arg_char_limit=self.arg_char_limit,
+            truncate_tools=self.truncate_tools,
+        )
         failed_writes: set[str] = (yield _Write(plan.writes)) if plan.writes else set()
         view, offloaded = plan.finalize(failed_writes)
         l1_tokens = tokens_before + sum(
-            message_tokens(est, view[i]) - message_tokens(est, orig) for i, orig in plan.replaced.items()
+            message_tokens(est, view[i]) - message_tokens(est, orig)
+            for i, orig in plan.replaced.items()
         )
         l1_fields = {"offloaded": offloaded, "truncated_args": plan.truncated_args}
         l1_sent = False
@@ -330,10 +380,12 @@ class Compressor:
             start = 1 if event is not None else 0
             local_cut = select_cutoff(effective, cfg.summary_keep_messages, start=start)
             if local_cut is None:  # R42: fall back to the L1 view
-                log.warning("ARS: no valid cutoff for L2 (%d effective messages); sending the L1 view",
-                            len(effective))
+                log.warning(
+                    "ARS: no valid cutoff for L2 (%d effective messages); sending the L1 view",
+                    len(effective),
+                )
                 if l1_sent:
-                    raise result.error  # type: ignore[misc]
+                    raise result.error
                 result = yield _CallModel(view)
                 if result.error is not None:
                     raise result.error
@@ -348,29 +400,47 @@ class Compressor:
 
             global_cut = to_global_cutoff(local_cut, event)
             previous_cut = event.cutoff if event is not None else 0
-            archive = history_file(effective[start:local_cut], start=previous_cut, end=global_cut, thread=thread)
+            archive = history_file(
+                effective[start:local_cut], start=previous_cut, end=global_cut, thread=thread
+            )
             budget = self.summary_input_tokens or max(1024, threshold // 2)
             cleaned = condense_history(view[:local_cut], budget, est)
-            archive_error, summary = yield _ArchiveAndSummarize(archive, cleaned, cfg.summary_prompt)
+            archive_error, summary = yield _ArchiveAndSummarize(
+                archive, cleaned, cfg.summary_prompt
+            )
 
             file_path = None if archive_error is not None else archive.path
             if archive_error is not None:  # R26, R40
-                log.warning("ARS: history archive write failed (%s); summarizing anyway, file_path=None",
-                            _describe(archive_error))
+                log.warning(
+                    "ARS: history archive write failed (%s); summarizing anyway, file_path=None",
+                    _describe(archive_error),
+                )
             error_text = None
             usage = None
             if isinstance(summary, BaseException):  # R41: never raised
                 error_text = _describe(summary)
                 log.error("ARS: summary model failed: %s", error_text)
                 fallback = ExtractiveSummarizer().summarize(cleaned, cfg.summary_prompt).text
-                summary_msg = build_summary_message(None, cutoff=global_cut, file_path=file_path,
-                                                    error=error_text, fallback=fallback)
+                summary_msg = build_summary_message(
+                    None,
+                    cutoff=global_cut,
+                    file_path=file_path,
+                    error=error_text,
+                    fallback=fallback,
+                )
             else:
                 usage = summary.usage
-                summary_msg = build_summary_message(summary.text, cutoff=global_cut, file_path=file_path)
-            new_event = SummarizationEvent(cutoff=global_cut, summary_message=summary_msg, file_path=file_path,
-                                           previous_cutoff=previous_cut, summary_usage=usage,
-                                           summary_error=error_text)
+                summary_msg = build_summary_message(
+                    summary.text, cutoff=global_cut, file_path=file_path
+                )
+            new_event = SummarizationEvent(
+                cutoff=global_cut,
+                summary_message=summary_msg,
+                file_path=file_path,
+                previous_cutoff=previous_cut,
+                summary_usage=usage,
+                summary_error=error_text,
+            )
 
             # R22/R43: the kept window still too big -> trim the tail sent (and persist it by id)
             tail = view[local_cut:]
@@ -379,11 +449,20 @@ class Compressor:
             capacity = l2_threshold if forced else threshold
             replaced: tuple[tuple[int, Message], ...] = ()
             if tokens_after > capacity:
-                trim = trim_tail(effective[local_cut:], tail, budget=capacity,
-                                 fixed_tokens=extra + message_tokens(est, summary_msg), estimator=est,
-                                 preview_tokens=cfg.summary_tool_result_token_limit)
+                trim = trim_tail(
+                    effective[local_cut:],
+                    tail,
+                    budget=capacity,
+                    fixed_tokens=extra + message_tokens(est, summary_msg),
+                    estimator=est,
+                    preview_tokens=cfg.summary_tool_result_token_limit,
+                )
                 failed = (yield _Write(trim.writes)) if trim.writes else set()
-                ok = [j for j, w in zip(trim.trimmed, trim.writes) if w.path not in failed]
+                ok = [
+                    j
+                    for j, w in zip(trim.trimmed, trim.writes, strict=True)
+                    if w.path not in failed
+                ]
                 if ok:
                     tail = [trim.tail[j] if j in ok else m for j, m in enumerate(tail)]
                     new_view = [summary_msg, *tail]
@@ -394,8 +473,17 @@ class Compressor:
             result = yield _CallModel(new_view)
             if result.error is not None:
                 raise result.error
-            yield emit(record("completed", "L2", tokens_after=tokens_after, cutoff=global_cut,
-                              file_path=file_path, summary_usage=usage, **l1_fields))
+            yield emit(
+                record(
+                    "completed",
+                    "L2",
+                    tokens_after=tokens_after,
+                    cutoff=global_cut,
+                    file_path=file_path,
+                    summary_usage=usage,
+                    **l1_fields,
+                )
+            )
             return outcome(result.response, new_view, update, "L2", tokens_after)
         except Exception as exc:  # R32: compression had started and an exception escapes
             if started:
@@ -404,7 +492,9 @@ class Compressor:
 
     # ------------------------------------------------------------ shells
 
-    def _pending(self, backend: FileBackend, writes: Sequence[FileWrite]) -> tuple[set[str], list[FileWrite]]:
+    def _pending(
+        self, backend: FileBackend, writes: Sequence[FileWrite]
+    ) -> tuple[set[str], list[FileWrite]]:
         try:
             done = self._written.setdefault(backend, set())
         except TypeError:  # not weak-referenceable: no cache
@@ -423,8 +513,14 @@ class Compressor:
                 failed.add(w.path)
         return failed
 
-    def _run_sync(self, flow: _Flow, call_model: ModelCall | None, summarizer: Any,
-                  backend: FileBackend, emitter: EventEmitter | None) -> CallOutcome:
+    def _run_sync(
+        self,
+        flow: _Flow,
+        call_model: ModelCall | None,
+        summarizer: Any,
+        backend: FileBackend,
+        emitter: EventEmitter | None,
+    ) -> CallOutcome:
         value: Any = None
         try:
             while True:
@@ -439,15 +535,23 @@ class Compressor:
                     value = self._write_all(backend, effect.writes)
                 elif isinstance(effect, _ArchiveAndSummarize):
                     failed = self._write_all(backend, (effect.archive,))
-                    archive_error = None if not failed else OSError(f"could not write {effect.archive.path}")
+                    archive_error = (
+                        None if not failed else OSError(f"could not write {effect.archive.path}")
+                    )
                     value = (archive_error, _summarize_sync(summarizer, effect))
                 elif isinstance(effect, _Emit):
                     _deliver(emitter, effect.event)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
 
-    async def _run_async(self, flow: _Flow, call_model: Any, summarizer: Any,
-                         backend: FileBackend, emitter: EventEmitter | None) -> CallOutcome:
+    async def _run_async(
+        self,
+        flow: _Flow,
+        call_model: Any,
+        summarizer: Any,
+        backend: FileBackend,
+        emitter: EventEmitter | None,
+    ) -> CallOutcome:
         value: Any = None
         try:
             while True:
@@ -485,21 +589,28 @@ class Compressor:
                 failed.add(w.path)
         return failed
 
-    async def _archive_and_summarize(self, backend: FileBackend, summarizer: Any,
-                                     effect: _ArchiveAndSummarize) -> tuple[BaseException | None, Any]:
+    async def _archive_and_summarize(
+        self, backend: FileBackend, summarizer: Any, effect: _ArchiveAndSummarize
+    ) -> tuple[BaseException | None, Any]:
         results: dict[str, Any] = {}
 
         async def archive() -> None:
             failed = await self._awrite_all(backend, (effect.archive,))
-            results["archive"] = OSError(f"could not write {effect.archive.path}") if failed else None
+            results["archive"] = (
+                OSError(f"could not write {effect.archive.path}") if failed else None
+            )
 
         async def summarize() -> None:
             try:
                 asummarize = getattr(summarizer, "asummarize", None)
                 if asummarize is not None:
-                    results["summary"] = _check_summary(await asummarize(effect.history, effect.prompt))
+                    results["summary"] = _check_summary(
+                        await asummarize(effect.history, effect.prompt)
+                    )
                 else:
-                    results["summary"] = await anyio.to_thread.run_sync(_summarize_sync, summarizer, effect)
+                    results["summary"] = await anyio.to_thread.run_sync(
+                        _summarize_sync, summarizer, effect
+                    )
             except Exception as exc:
                 results["summary"] = exc
 

@@ -116,7 +116,9 @@ class ContextOverflowError(ArsError):
     the rejected request when known.
     """
 
-    def __init__(self, message: str = "context window exceeded", *, tokens: int | None = None) -> None:
+    def __init__(
+        self, message: str = "context window exceeded", *, tokens: int | None = None
+    ) -> None:
         self.tokens = tokens
         super().__init__(message)
 

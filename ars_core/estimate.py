@@ -31,11 +31,11 @@ from .messages import Message
 
 __all__ = [
     "ApproxEstimator",
-    "message_tokens",
     "CachingEstimator",
     "Estimator",
     "TiktokenEstimator",
     "Tools",
+    "message_tokens",
 ]
 
 #: tool schemas as handed to a model: JSON-like mappings, or anything str() gives text for
@@ -180,7 +180,9 @@ class CachingEstimator:
         total = self.count_messages(messages)
         return total + self.count_extra(system=system, tools=tools)
 
-    def count_extra(self, *, system: Message | str | None = None, tools: Tools | None = None) -> int:
+    def count_extra(
+        self, *, system: Message | str | None = None, tools: Tools | None = None
+    ) -> int:
         """Tokens of the system message and tool schemas alone."""
         total = 0
         if isinstance(system, Message):
@@ -203,7 +205,9 @@ _PUNCT_RUN = re.compile(r"[!-/:-@\[-`{-~]+")
 _PUNCT = re.compile(r"[!-/:-@\[-`{-~]")
 _NEWLINES = re.compile(r"[ \t]*\n[\s]*")
 _INDENT = re.compile(r"(?<=\n)[ \t]{2,}")
-_OTHER = re.compile(r"[^\x00-\x7f\u1100-\u11ff\u2e80-\u2fdf\u3000-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff00-\uffef]")
+_OTHER = re.compile(
+    r"[^\x00-\x7f\u1100-\u11ff\u2e80-\u2fdf\u3000-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff00-\uffef]"
+)
 
 
 class ApproxEstimator(CachingEstimator):

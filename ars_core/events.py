@@ -27,8 +27,8 @@ from .summarize import Usage
 __all__ = [
     "CompressionEvent",
     "EventEmitter",
-    "Phase",
     "Level",
+    "Phase",
     "SummarizationEvent",
     "effective_messages",
     "to_global_cutoff",
@@ -39,7 +39,7 @@ Level = Literal["L1", "L2"]
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")
 
 
 @attrs.frozen

@@ -66,7 +66,9 @@ def sanitize_name(name: str, *, default: str = "tool", max_length: int = 64) -> 
     return cleaned[:max_length] or default
 
 
-def check_path(path: str, *, write: bool = False, read_only: Sequence[str] = DEFAULT_READ_ONLY) -> str:
+def check_path(
+    path: str, *, write: bool = False, read_only: Sequence[str] = DEFAULT_READ_ONLY
+) -> str:
     """Validate a virtual path and return it normalised (R37).
 
     Raises :class:`~ars_core.errors.PathBoundaryError` for an empty path, a NUL

@@ -19,7 +19,7 @@ import pluggy
 
 from .events import CompressionEvent
 
-__all__ = ["hookimpl", "hookspec", "Register"]
+__all__ = ["Register", "hookimpl", "hookspec"]
 
 hookspec = pluggy.HookspecMarker("ars")
 hookimpl = pluggy.HookimplMarker("ars")

@@ -25,7 +25,14 @@ import attrs
 
 from .estimate import MESSAGE_OVERHEAD, Estimator, message_tokens
 from .files import sanitize_name
-from .messages import MARK_OFFLOADED, MARK_SUMMARY, MARK_TRUNCATED_ARGS, ContentPart, Message, ToolCall
+from .messages import (
+    MARK_OFFLOADED,
+    MARK_SUMMARY,
+    MARK_TRUNCATED_ARGS,
+    ContentPart,
+    Message,
+    ToolCall,
+)
 
 __all__ = [
     "ARG_CHAR_LIMIT",
@@ -70,14 +77,17 @@ def truncation_marker(tool: str, arg: str, value: str) -> str:
 
 def offload_body(path: str, original: str, preview: str, total_tokens: int) -> str:
     header = (
-        f"[ARS: tool result offloaded: {len(original)} characters (~{total_tokens} tokens) saved to {path}. "
+        f"[ARS: tool result offloaded: {len(original)} characters (~{total_tokens} tokens) "
+        f"saved to {path}. "
         "Read that file for the full output.]"
     )
     return f"{header}\nPreview:\n{preview}" if preview else header
 
 
-def fit_preview(estimator: Estimator, text: str, budget: int, frame: str, *, overhead: int = MESSAGE_OVERHEAD) -> str:
-    """The longest head of ``text`` such that ``frame + head`` (plus ``overhead``) fits ``budget`` tokens."""
+def fit_preview(
+    estimator: Estimator, text: str, budget: int, frame: str, *, overhead: int = MESSAGE_OVERHEAD
+) -> str:
+    """The longest head of ``text`` such that ``frame + head`` (+ ``overhead``) fits ``budget``."""
     room = budget - overhead
     if estimator.count_text(frame) >= room:
         return ""
@@ -122,7 +132,9 @@ def _truncate_args(message: Message, limit: int, tools: Collection[str]) -> tupl
     count = 0
     calls: list[ToolCall] = []
     for call in message.tool_calls:
-        if call.name in tools and any(isinstance(v, str) and len(v) > limit for v in call.args.values()):
+        if call.name in tools and any(
+            isinstance(v, str) and len(v) > limit for v in call.args.values()
+        ):
             args = {}
             for k, v in call.args.items():
                 if isinstance(v, str) and len(v) > limit:
@@ -135,7 +147,9 @@ def _truncate_args(message: Message, limit: int, tools: Collection[str]) -> tupl
             calls.append(call)
     if not count:
         return message, 0
-    return attrs.evolve(message, tool_calls=tuple(calls), metadata={**message.metadata, MARK_TRUNCATED_ARGS: count}), count
+    return attrs.evolve(
+        message, tool_calls=tuple(calls), metadata={**message.metadata, MARK_TRUNCATED_ARGS: count}
+    ), count
 
 
 def _offload(message: Message, estimator: Estimator, limit: int) -> tuple[Message, FileWrite]:
@@ -149,7 +163,10 @@ def _offload(message: Message, estimator: Estimator, limit: int) -> tuple[Messag
     if isinstance(message.content, str):
         content: str | tuple[ContentPart, ...] = body
     else:  # keep non-text parts (images...) next to the offloaded text
-        content = (ContentPart(type="text", text=body), *(p for p in message.content if p.text is None))
+        content = (
+            ContentPart(type="text", text=body),
+            *(p for p in message.content if p.text is None),
+        )
     return message.with_content(content, **{MARK_OFFLOADED: path}), FileWrite(path, text)
 
 
@@ -166,7 +183,13 @@ def plan_l1(
     Results are cached on each message, so a message seen by an earlier call
     costs a dictionary lookup.
     """
-    key = ("l1", tool_token_limit, arg_char_limit, tuple(sorted(truncate_tools)), getattr(estimator, "name", "?"))
+    key = (
+        "l1",
+        tool_token_limit,
+        arg_char_limit,
+        tuple(sorted(truncate_tools)),
+        getattr(estimator, "name", "?"),
+    )
     view: list[Message] = []
     writes: dict[str, FileWrite] = {}
     replaced: dict[int, Message] = {}

@@ -123,7 +123,9 @@ def build_summary_message(
     When the summary model failed, the message holds the error text (and the
     deterministic ``fallback`` summary when one was made), never nothing.
     """
-    parts = [f"Summary of the earlier conversation (messages 1-{cutoff}; they are no longer shown):"]
+    parts = [
+        f"Summary of the earlier conversation (messages 1-{cutoff}; they are no longer shown):"
+    ]
     if error is not None:
         parts.append(f"[ARS: the summary model failed: {error}]")
         if fallback:
@@ -137,7 +139,9 @@ def build_summary_message(
         meta["ars_history_path"] = file_path
     if error is not None:
         meta["ars_summary_error"] = error
-    return Message(role="user", content="\n\n".join(parts), id=f"ars-summary-{cutoff}", metadata=meta)
+    return Message(
+        role="user", content="\n\n".join(parts), id=f"ars-summary-{cutoff}", metadata=meta
+    )
 
 
 @attrs.frozen
@@ -186,9 +190,12 @@ def trim_tail(
             f"[ARS: this message was trimmed to fit the context window; the full message "
             f"({len(record)} characters) is saved at {path}.]\nPreview:\n"
         )
-        preview = fit_preview(estimator, orig.text, preview_tokens, frame, overhead=MESSAGE_OVERHEAD + 1)
+        preview = fit_preview(
+            estimator, orig.text, preview_tokens, frame, overhead=MESSAGE_OVERHEAD + 1
+        )
         calls = tuple(
-            attrs.evolve(c, args={"ars_trimmed": f"arguments saved at {path}"}) for c in orig.tool_calls
+            attrs.evolve(c, args={"ars_trimmed": f"arguments saved at {path}"})
+            for c in orig.tool_calls
         )
         new = attrs.evolve(
             orig,
@@ -203,4 +210,6 @@ def trim_tail(
         total += new_size - sizes[i]
         new_tail[i], sizes[i] = new, new_size
         trimmed.append(i)
-    return TailTrim(tail=tuple(new_tail), writes=tuple(writes), trimmed=tuple(trimmed), tokens=total)
+    return TailTrim(
+        tail=tuple(new_tail), writes=tuple(writes), trimmed=tuple(trimmed), tokens=total
+    )

@@ -24,8 +24,8 @@ from .errors import MessageFormatError
 __all__ = [
     "MARK_OFFLOADED",
     "MARK_SUMMARY",
-    "MARK_TRUNCATED_ARGS",
     "MARK_TRIMMED",
+    "MARK_TRUNCATED_ARGS",
     "ContentPart",
     "Message",
     "Role",
@@ -84,8 +84,14 @@ def _content(value: str | Iterable[ContentPart]) -> str | tuple[ContentPart, ...
     parts = tuple(value)
     for part in parts:
         if not isinstance(part, ContentPart):
-            raise MessageFormatError(f"content part must be a ContentPart, not {type(part).__name__}")
+            raise MessageFormatError(
+                f"content part must be a ContentPart, not {type(part).__name__}"
+            )
     return parts
+
+
+def _calls(value: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
+    return tuple(value)
 
 
 def _role(_: Any, __: Any, value: str) -> None:
@@ -106,7 +112,7 @@ class Message:
     content: str | tuple[ContentPart, ...] = attrs.field(default="", converter=_content)
     id: str | None = None
     name: str | None = None
-    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=tuple)
+    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_calls)
     tool_call_id: str | None = None
     metadata: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
     _cache: dict[Any, Any] = attrs.field(
@@ -170,7 +176,8 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
             content = raw
         else:
             content = tuple(
-                ContentPart(type=p["type"], text=p.get("text"), data=p.get("data") or {}) for p in raw
+                ContentPart(type=p["type"], text=p.get("text"), data=p.get("data") or {})
+                for p in raw
             )
         return Message(
             role=data["role"],
@@ -205,7 +212,9 @@ def _openai_part(part: Any) -> ContentPart:
     return ContentPart(type=kind, data=dict(part))
 
 
-def from_openai(data: Mapping[str, Any], *, index: int | None = None, source: str | None = None) -> Message:
+def from_openai(
+    data: Mapping[str, Any], *, index: int | None = None, source: str | None = None
+) -> Message:
     """Read one OpenAI chat-completions message (``role``, ``content``, ``tool_calls``...)."""
     if not isinstance(data, Mapping):
         raise MessageFormatError("a message must be a JSON object", source=source, index=index)
@@ -216,7 +225,9 @@ def from_openai(data: Mapping[str, Any], *, index: int | None = None, source: st
         elif role == "function":
             role = "tool"
         else:
-            raise MessageFormatError(f"unknown or missing role {role!r}", source=source, index=index)
+            raise MessageFormatError(
+                f"unknown or missing role {role!r}", source=source, index=index
+            )
     raw = data.get("content")
     content: str | tuple[ContentPart, ...]
     if raw is None:
@@ -237,7 +248,9 @@ def from_openai(data: Mapping[str, Any], *, index: int | None = None, source: st
                 args = {"__arguments__": args}
             calls.append(ToolCall(id=str(call["id"]), name=str(fn["name"]), args=args))
         except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as exc:
-            raise MessageFormatError(f"malformed tool call: {exc!r}", source=source, index=index) from exc
+            raise MessageFormatError(
+                f"malformed tool call: {exc!r}", source=source, index=index
+            ) from exc
     known = {"role", "content", "tool_calls", "tool_call_id", "name", "id"}
     extra = {k: v for k, v in data.items() if k not in known}
     return Message(
@@ -269,7 +282,10 @@ def to_openai(message: Message) -> dict[str, Any]:
             {
                 "id": c.id,
                 "type": "function",
-                "function": {"name": c.name, "arguments": json.dumps(dict(c.args), ensure_ascii=False)},
+                "function": {
+                    "name": c.name,
+                    "arguments": json.dumps(dict(c.args), ensure_ascii=False),
+                },
             }
             for c in message.tool_calls
         ]
@@ -291,7 +307,9 @@ def _iter_json_records(text: str, source: str) -> Iterator[Any]:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise MessageFormatError(f"invalid JSON: {exc.msg} at line {exc.lineno}", source=source) from exc
+            raise MessageFormatError(
+                f"invalid JSON: {exc.msg} at line {exc.lineno}", source=source
+            ) from exc
         yield from data
         return
     if stripped[0] == "{":
@@ -312,7 +330,9 @@ def _iter_json_records(text: str, source: str) -> Iterator[Any]:
         try:
             yield json.loads(line)
         except json.JSONDecodeError as exc:
-            raise MessageFormatError(f"invalid JSON on line {lineno}: {exc.msg}", source=source) from exc
+            raise MessageFormatError(
+                f"invalid JSON on line {lineno}: {exc.msg}", source=source
+            ) from exc
 
 
 def read_messages(path: str | Path) -> list[Message]:
@@ -337,7 +357,10 @@ def read_messages(path: str | Path) -> list[Message]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise MessageFormatError("not UTF-8 text", source=source) from exc
-    messages = [from_openai(rec, index=i, source=source) for i, rec in enumerate(_iter_json_records(text, source))]
+    messages = [
+        from_openai(rec, index=i, source=source)
+        for i, rec in enumerate(_iter_json_records(text, source))
+    ]
     if not messages:
         raise MessageFormatError("no messages", source=source)
     problems = tool_pairing_errors(messages)
@@ -354,5 +377,7 @@ def tool_pairing_errors(messages: Sequence[Message]) -> list[str]:
         for c in m.tool_calls:
             seen.add(c.id)
         if m.role == "tool" and m.tool_call_id not in seen:
-            problems.append(f"message {i}: tool result {m.tool_call_id!r} answers no earlier tool call")
+            problems.append(
+                f"message {i}: tool result {m.tool_call_id!r} answers no earlier tool call"
+            )
     return problems

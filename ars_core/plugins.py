@@ -59,7 +59,9 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
         try:
             plugin = ep.load()
         except Exception as exc:
-            raise PluginError("plugin", ep.name, f"failed to load: {type(exc).__name__}: {exc}") from exc
+            raise PluginError(
+                "plugin", ep.name, f"failed to load: {type(exc).__name__}: {exc}"
+            ) from exc
         pm.register(plugin, name=ep.name)
 
 

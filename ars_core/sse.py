@@ -17,7 +17,9 @@ __all__ = ["SSE_EVENT_NAME", "encode_sse", "sse_frame"]
 SSE_EVENT_NAME = "context_compression"
 
 
-def sse_frame(event: str | None, data: Any, *, id: str | None = None, retry: int | None = None) -> str:
+def sse_frame(
+    event: str | None, data: Any, *, id: str | None = None, retry: int | None = None
+) -> str:
     """One SSE frame: ``event:``/``id:``/``retry:`` lines, ``data:`` lines, a blank line.
 
     ``data`` that is not a string is JSON-encoded (UTF-8, no ASCII escaping);
@@ -32,7 +34,11 @@ def sse_frame(event: str | None, data: Any, *, id: str | None = None, retry: int
         lines.append(f"id: {id}")
     if retry is not None:
         lines.append(f"retry: {retry}")
-    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    text = (
+        data
+        if isinstance(data, str)
+        else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    )
     for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
         lines.append(f"data: {line}")
     return "\n".join(lines) + "\n\n"

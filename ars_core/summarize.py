@@ -123,7 +123,8 @@ def _shorten(text: str, max_chars: int) -> str:
         return text
     head = max_chars * 3 // 4
     tail = max_chars - head
-    return f"{text[:head]}\n[... {len(text) - max_chars} characters shortened ...]\n{text[-tail:] if tail else ''}"
+    end = text[-tail:] if tail else ""
+    return f"{text[:head]}\n[... {len(text) - max_chars} characters shortened ...]\n{end}"
 
 
 def _shorten_message(m: Message, max_chars: int) -> Message:
@@ -131,7 +132,8 @@ def _shorten_message(m: Message, max_chars: int) -> Message:
         attrs.evolve(
             c,
             args={
-                k: (_shorten(v, max_chars // 2) if isinstance(v, str) else v) for k, v in c.args.items()
+                k: (_shorten(v, max_chars // 2) if isinstance(v, str) else v)
+                for k, v in c.args.items()
             },
         )
         for c in m.tool_calls
@@ -160,7 +162,9 @@ def condense_history(
     if size <= budget:
         return list(messages)
     protected: set[int] = {i for i, m in enumerate(messages) if m.metadata.get(MARK_SUMMARY)}
-    first_user = next((i for i, m in enumerate(messages) if m.role == "user" and i not in protected), None)
+    first_user = next(
+        (i for i, m in enumerate(messages) if m.role == "user" and i not in protected), None
+    )
     protected.update(i for i, m in enumerate(messages) if m.role == "system")
     if first_user is not None:
         protected.add(first_user)
@@ -191,15 +195,21 @@ def condense_history(
         if kept is None:
             if not noted:
                 result.append(
-                    Message(role="user", content=f"[{omitted} older messages omitted here to fit the summary budget; "
-                            "their full text is in the conversation history file]", metadata={MARK_NOTE: True})
+                    Message(
+                        role="user",
+                        content=f"[{omitted} older messages omitted here to fit the summary "
+                        "budget; "
+                        "their full text is in the conversation history file]",
+                        metadata={MARK_NOTE: True},
+                    )
                 )
                 noted = True
             continue
         result.append(kept)
     if size > budget:  # the protected messages alone are too big: shorten them too
         result = [
-            _shorten_message(m, max(200, budget * 2)) if message_tokens(est, m) > budget // 2 else m for m in result
+            _shorten_message(m, max(200, budget * 2)) if message_tokens(est, m) > budget // 2 else m
+            for m in result
         ]
     return result
 
@@ -223,7 +233,9 @@ class CallableSummarizer:
         self.model = model
 
     def _result(self, prompt_text: str, text: str) -> SummaryResult:
-        usage = Usage(input_tokens=self._est.count_text(prompt_text), output_tokens=self._est.count_text(text))
+        usage = Usage(
+            input_tokens=self._est.count_text(prompt_text), output_tokens=self._est.count_text(text)
+        )
         return SummaryResult(text=text, usage=usage, model=self.model)
 
     def summarize(self, messages: Sequence[Message], prompt: str) -> SummaryResult:
@@ -240,11 +252,15 @@ class CallableSummarizer:
         return self._result(rendered, self._fn(rendered))
 
 
-_PATH = re.compile(r"(?<![\w/.-])((?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]+\.\w{1,8}|[\w-]+\.(?:py|js|ts|md|txt|json|toml|yaml|yml|cfg|ini|rs|go|java|c|h|cpp|sh|html|css))\b")
+_PATH = re.compile(
+    r"(?<![\w/.-])((?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]+\.\w{1,8}|[\w-]+\.(?:py|js|ts|md|txt|json|toml|yaml|yml|cfg|ini|rs|go|java|c|h|cpp|sh|html|css))\b"
+)
 #: metadata key of a note ARS inserted into a condensed history
 MARK_NOTE = "ars_note"
 
-_ERROR = re.compile(r"(Traceback|Error\b|Exception\b|error:|failed|FAILED|No such file)", re.IGNORECASE)
+_ERROR = re.compile(
+    r"(Traceback|Error\b|Exception\b|error:|failed|FAILED|No such file)", re.IGNORECASE
+)
 
 
 class ExtractiveSummarizer:
@@ -258,7 +274,9 @@ class ExtractiveSummarizer:
 
     name = "extractive"
 
-    def __init__(self, *, task_chars: int = 3000, max_items: int = 15, estimator: Estimator | None = None) -> None:
+    def __init__(
+        self, *, task_chars: int = 3000, max_items: int = 15, estimator: Estimator | None = None
+    ) -> None:
         self.task_chars = task_chars
         self.max_items = max_items
         self._est = estimator or ApproxEstimator()
@@ -280,8 +298,15 @@ class ExtractiveSummarizer:
         for m in messages:
             if m.metadata.get(MARK_SUMMARY):
                 earlier = _sections(m.text)
-        task = next((m.text.strip() for m in messages
-                     if m.role == "user" and not (m.metadata.get(MARK_SUMMARY) or m.metadata.get(MARK_NOTE))), "")
+        task = next(
+            (
+                m.text.strip()
+                for m in messages
+                if m.role == "user"
+                and not (m.metadata.get(MARK_SUMMARY) or m.metadata.get(MARK_NOTE))
+            ),
+            "",
+        )
         task = task or earlier.get("Task", "")
         files: dict[str, None] = dict.fromkeys(_items(earlier.get("Files touched", "")))
         commands: list[str] = _items(earlier.get("Tool calls (latest)", ""))
@@ -304,13 +329,22 @@ class ExtractiveSummarizer:
         if task:
             sections.append("## Task\n" + _clip(task, self.task_chars))
         if files:
-            sections.append("## Files touched\n" + "\n".join(f"- {f}" for f in list(files)[-self.max_items:]))
+            sections.append(
+                "## Files touched\n" + "\n".join(f"- {f}" for f in list(files)[-self.max_items :])
+            )
         if commands:
-            sections.append("## Tool calls (latest)\n" + "\n".join(f"- {c}" for c in commands[-self.max_items:]))
+            sections.append(
+                "## Tool calls (latest)\n"
+                + "\n".join(f"- {c}" for c in commands[-self.max_items :])
+            )
         if errors:
-            sections.append("## Errors seen\n" + "\n".join(f"- {e}" for e in list(errors)[-self.max_items:]))
+            sections.append(
+                "## Errors seen\n" + "\n".join(f"- {e}" for e in list(errors)[-self.max_items :])
+            )
         if conclusions:
-            sections.append("## Latest conclusions\n" + "\n".join(f"- {c}" for c in conclusions[-3:]))
+            sections.append(
+                "## Latest conclusions\n" + "\n".join(f"- {c}" for c in conclusions[-3:])
+            )
         return "\n\n".join(sections)
 
 

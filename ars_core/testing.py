@@ -60,7 +60,8 @@ class ScriptedModel:
             size = self.estimator.count(view, system=self.system, tools=self.tools)
             if size > self.overflow_above:
                 raise ContextOverflowError(
-                    f"prompt is too long: {size} tokens > {self.overflow_above} maximum", tokens=size
+                    f"prompt is too long: {size} tokens > {self.overflow_above} maximum",
+                    tokens=size,
                 )
         reply = self.replies[min(self._next, len(self.replies) - 1)]
         self._next += 1
@@ -68,6 +69,9 @@ class ScriptedModel:
 
     async def acall(self, view: list[Message]) -> Any:
         return self(view)
+
+
+_DEFAULT_USAGE = Usage(input_tokens=100, output_tokens=20)
 
 
 class FakeSummarizer:
@@ -83,7 +87,7 @@ class FakeSummarizer:
         self,
         text: str | Callable[[str], str] = "SUMMARY",
         *,
-        usage: Usage | None = Usage(input_tokens=100, output_tokens=20),
+        usage: Usage | None = _DEFAULT_USAGE,
         error: BaseException | None = None,
         gate: Callable[[], Awaitable[Any]] | None = None,
     ) -> None:
@@ -118,7 +122,9 @@ class FailingBackend:
 
     def __init__(self, fail_prefixes: Sequence[str] = (), inner: FileBackend | None = None) -> None:
         self.fail_prefixes = tuple(fail_prefixes)
-        self.inner: FileBackend = inner if inner is not None else FsspecBackend(f"memory://ars-failing-{id(self)}")
+        self.inner: FileBackend = (
+            inner if inner is not None else FsspecBackend(f"memory://ars-failing-{id(self)}")
+        )
         self.failed: list[str] = []
 
     def _fails(self, path: str) -> bool:

@@ -46,7 +46,11 @@ def samples(traj_dir: Path) -> dict[str, list[str]]:
             elif m.role == "assistant":
                 out["english"].append(m.text)
                 out["json"].append(json.dumps([dict(c.args) for c in m.tool_calls]))
-        out["json"].append(json.dumps([E.__dict__.get("x", {}), [m.text[:500] for m in msgs[:20]]], ensure_ascii=False))
+        out["json"].append(
+            json.dumps(
+                [E.__dict__.get("x", {}), [m.text[:500] for m in msgs[:20]]], ensure_ascii=False
+            )
+        )
     for name in ("chinese.txt", "chinese_prose.txt"):
         text = (ROOT / "tests/data" / name).read_text(encoding="utf-8")
         out["chinese"].extend(p for p in text.split("\n") if p.strip())
@@ -63,7 +67,7 @@ def main() -> None:
     traj = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT.parent / "shared/data/trajectories"
     data = samples(traj)
     X, y, w = [], [], []
-    for kind, texts in data.items():
+    for texts in data.values():
         weight = 1.0 / max(1, sum(len(t) for t in texts))
         for t in texts:
             if not t:
@@ -73,8 +77,19 @@ def main() -> None:
             w.append(weight * 1e6)
     Xa, ya, wa = np.array(X, float), np.array(y, float), np.sqrt(np.array(w))
     coef, *_ = np.linalg.lstsq(Xa * wa[:, None], ya * wa, rcond=None)
-    names = ["WORD", "LONG", "DIGITS", "PUNCT_RUN", "PUNCT", "NEWLINE", "INDENT", "CJK", "CJK_PUNCT", "OTHER"]
-    for n, c in zip(names, coef):
+    names = [
+        "WORD",
+        "LONG",
+        "DIGITS",
+        "PUNCT_RUN",
+        "PUNCT",
+        "NEWLINE",
+        "INDENT",
+        "CJK",
+        "CJK_PUNCT",
+        "OTHER",
+    ]
+    for n, c in zip(names, coef, strict=False):
         print(f"    W_{n} = {c:.3f}")
     for kind, texts in data.items():
         est = sum(float(np.dot(features(t), coef)) for t in texts)

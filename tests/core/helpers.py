@@ -32,7 +32,17 @@ def tool(call_: ToolCall, text: str) -> Message:
 
 def words(n: int, seed: str = "alpha") -> str:
     """About ``n`` tokens of English-like prose (distinct per seed)."""
-    vocab = ["context", "window", "agent", "history", "summary", "message", "request", "token", seed]
+    vocab = [
+        "context",
+        "window",
+        "agent",
+        "history",
+        "summary",
+        "message",
+        "request",
+        "token",
+        seed,
+    ]
     return " ".join(vocab[i % len(vocab)] for i in range(n))
 
 
@@ -57,6 +67,10 @@ def files_in(backend: FsspecBackend) -> dict[str, str]:
     out: dict[str, str] = {}
     base = backend._host("")
     for path in backend.fs.find(base):
-        rel = path[len(base):].lstrip("/") if path.startswith(base) else path.split(base.lstrip("/"), 1)[-1].lstrip("/")
+        rel = (
+            path[len(base) :].lstrip("/")
+            if path.startswith(base)
+            else path.split(base.lstrip("/"), 1)[-1].lstrip("/")
+        )
         out[rel] = backend.read_text(rel)
     return out

@@ -15,8 +15,12 @@ from ars_core.config import CONFIG_FIELDS
 class TestDefaults:
     def test_r35_defaults_are_the_seeds(self) -> None:
         c = SummaryConfig()
-        assert (c.summary_threshold, c.summary_keep_messages, c.summary_tool_result_token_limit,
-                c.summary_l2_trigger_ratio) == (100, 10, 300, 0.4)
+        assert (
+            c.summary_threshold,
+            c.summary_keep_messages,
+            c.summary_tool_result_token_limit,
+            c.summary_l2_trigger_ratio,
+        ) == (100, 10, 300, 0.4)
         assert c.threshold_tokens == 102_400 and c.l2_threshold_tokens == 40_960
         assert "{messages}" in c.summary_prompt and c.summary_prompt == DEFAULT_SUMMARY_PROMPT
         assert "摘要" in DEFAULT_SUMMARY_PROMPT  # the built-in template is Chinese
@@ -24,13 +28,21 @@ class TestDefaults:
     def test_r35_fields_are_marked_admin_only(self) -> None:
         for f in attrs.fields(SummaryConfig):
             assert f.metadata["admin_only"] is True and f.metadata["description"]
-        assert CONFIG_FIELDS == ("summary_threshold", "summary_keep_messages", "summary_prompt",
-                                 "summary_tool_result_token_limit", "summary_l2_trigger_ratio")
+        assert CONFIG_FIELDS == (
+            "summary_threshold",
+            "summary_keep_messages",
+            "summary_prompt",
+            "summary_tool_result_token_limit",
+            "summary_l2_trigger_ratio",
+        )
 
     def test_r35_from_context_object_and_mapping(self) -> None:
         ctx = SimpleNamespace(summary_threshold=8, summary_keep_messages=None, user_id="u1")
         assert SummaryConfig.from_context(ctx) == SummaryConfig(summary_threshold=8)
-        assert SummaryConfig.from_context({"summary_l2_trigger_ratio": 0.5}).summary_l2_trigger_ratio == 0.5
+        assert (
+            SummaryConfig.from_context({"summary_l2_trigger_ratio": 0.5}).summary_l2_trigger_ratio
+            == 0.5
+        )
 
 
 class TestValidation:

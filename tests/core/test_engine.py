@@ -6,6 +6,7 @@ bytes in the files and the stream events.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 
@@ -61,7 +62,7 @@ class TestBelowThreshold:
 
         assert out.response == "reply"
         assert model.calls == [state]
-        assert all(a is b for a, b in zip(model.calls[0], state))
+        assert all(a is b for a, b in zip(model.calls[0], state, strict=False))
         assert out.update is None and out.level is None
         assert emitter.events == [] and out.events == ()
         assert files_in(backend) == {}
@@ -81,7 +82,9 @@ class TestBelowThreshold:
         schemas push it over T starts a compression round."""
         state = [user("hello")]
         system = "You are helpful. " + words(600, "sys")
-        tools = [{"name": "search", "description": words(500, "tool"), "parameters": {"type": "object"}}]
+        tools = [
+            {"name": "search", "description": words(500, "tool"), "parameters": {"type": "object"}}
+        ]
         emitter = RecordingEmitter()
         engine = Compressor(small_config(), emitter=emitter)
         assert EST.count(state) < 1024 <= EST.count(state, system=system, tools=tools)
@@ -149,7 +152,7 @@ class TestL1Only:
         assert done["tokens_after"] < done["tokens_before"]
 
     def test_r13_second_call_reuses_path_and_does_not_rewrite(self) -> None:
-        state, _, big = self.setup_state()
+        state, _, _big = self.setup_state()
         backend = memory_backend()
         engine = Compressor(small_config(), backend=backend)
         m1, m2 = ScriptedModel(), ScriptedModel()
@@ -157,13 +160,15 @@ class TestL1Only:
         writes: list[str] = []
         original = backend.write_text
         backend.write_text = lambda p, t: writes.append(p) or original(p, t)  # type: ignore[method-assign]
-        engine.call(state + [user("again")], m2)
+        engine.call([*state, user("again")], m2)
         assert m1.calls[0][4].text == m2.calls[0][4].text
         assert writes == []
 
     def test_r13_marked_message_is_not_offloaded_again(self) -> None:
         c = call("bash")
-        marked = tool(c, words(400)).with_content(words(400), **{MARK_OFFLOADED: "outputs/large_tool_results/x.txt"})
+        marked = tool(c, words(400)).with_content(
+            words(400), **{MARK_OFFLOADED: "outputs/large_tool_results/x.txt"}
+        )
         state = [user(words(700)), assistant("", c), marked]
         backend = memory_backend()
         model = ScriptedModel()
@@ -184,7 +189,9 @@ class TestL1Only:
         c = call("../../etc/passwd")
         state = [user("x"), assistant("", c), tool(c, words(1200))]
         backend = memory_backend()
-        Compressor(small_config(summary_l2_trigger_ratio=1.0), backend=backend).call(state, ScriptedModel())
+        Compressor(small_config(summary_l2_trigger_ratio=1.0), backend=backend).call(
+            state, ScriptedModel()
+        )
         (path,) = files_in(backend)
         assert path == f"outputs/large_tool_results/etc_passwd-{sha256_text(state[2].text)}.txt"
         assert ".." not in path and "/etc/" not in path
@@ -196,8 +203,12 @@ class TestL1Only:
         backend = memory_backend()
         model = ScriptedModel()
         Compressor(small_config(summary_l2_trigger_ratio=1.0), backend=backend).call(state, model)
-        assert model.calls[0][2].metadata[MARK_OFFLOADED] == model.calls[0][3].metadata[MARK_OFFLOADED]
-        assert list(files_in(backend)) == [f"outputs/large_tool_results/bash-{sha256_text(text)}.txt"]
+        assert (
+            model.calls[0][2].metadata[MARK_OFFLOADED] == model.calls[0][3].metadata[MARK_OFFLOADED]
+        )
+        assert list(files_in(backend)) == [
+            f"outputs/large_tool_results/bash-{sha256_text(text)}.txt"
+        ]
 
 
 def expected_cutoff(n: int, keep: int) -> int:
@@ -225,7 +236,7 @@ class TestL2:
         assert header == {"ars_history": 1, "start": 0, "end": 12, "count": 12, "thread": "t-1"}
         assert [message_to_dict(m) for m in archived] == before[:12]  # the ORIGINAL messages
         # the summarizer got the cleaned history and the prompt template
-        (history, prompt), = summarizer.calls
+        ((history, prompt),) = summarizer.calls
         assert history == state[:12] and "{messages}" in prompt
         # the event
         event = out.update.event
@@ -241,13 +252,18 @@ class TestL2:
         assert emitter.phases == [("started", "L1"), ("completed", "L2")]
         done = emitter.events[1].to_dict()
         assert done["cutoff"] == 12 and done["file_path"] == path
-        assert done["summary_usage"] == {"input_tokens": 100, "output_tokens": 20, "total_tokens": 120}
+        assert done["summary_usage"] == {
+            "input_tokens": 100,
+            "output_tokens": 20,
+            "total_tokens": 120,
+        }
 
     def test_r21_cutoff_never_splits_parallel_tool_calls(self) -> None:
         """The kept window would start inside a parallel call's results: the cut moves back
         to the assistant message that made the calls."""
         a, b, c = call("read"), call("read"), call("read")
-        state = long_history(8) + [
+        state = [
+            *long_history(8),
             assistant("reading three files", a, b, c),
             tool(a, "A" * 50),
             tool(b, "B" * 50),
@@ -255,7 +271,9 @@ class TestL2:
             assistant("done"),
         ]
         model = ScriptedModel()
-        out = Compressor(small_config(summary_keep_messages=3), summarizer=FakeSummarizer()).call(state, model)
+        out = Compressor(small_config(summary_keep_messages=3), summarizer=FakeSummarizer()).call(
+            state, model
+        )
         assert out.update.event.cutoff == 16  # the assistant with the three calls
         sent = model.calls[0]
         assert [m.role for m in sent] == ["user", "assistant", "tool", "tool", "tool", "assistant"]
@@ -276,18 +294,21 @@ class TestL2:
                 new = out.update.event
                 assert new.previous_cutoff == (event.cutoff if event else 0)
                 # the view is the new summary + state after the global cutoff
-                assert model.calls[-1] == [new.summary_message, *state[new.cutoff:]]
+                assert model.calls[-1] == [new.summary_message, *state[new.cutoff :]]
                 event = new
                 cutoffs.append(event.cutoff)
             state.append(assistant(f"a{turn} " + words(60, f"a{turn}")))
         assert len(cutoffs) >= 3
         assert cutoffs == sorted(set(cutoffs))  # strictly growing
         # every archive covers exactly [previous_cutoff, cutoff) of the state
-        for path, text in files_in(backend).items():
+        for _path, text in files_in(backend).items():
             header, archived = read_history(text)
-            assert snapshot(archived) == snapshot(state[header["start"]:header["end"]])
-        ranges = sorted((read_history(t)[0]["start"], read_history(t)[0]["end"]) for t in files_in(backend).values())
-        assert ranges[0][0] == 0 and all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+            assert snapshot(archived) == snapshot(state[header["start"] : header["end"]])
+        ranges = sorted(
+            (read_history(t)[0]["start"], read_history(t)[0]["end"])
+            for t in files_in(backend).values()
+        )
+        assert ranges[0][0] == 0 and all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
         # the later summaries saw the earlier ones
         assert "[previous summary]" in render(summarizer.calls[-1][0])
 
@@ -316,7 +337,9 @@ class TestFailures:
         model = ScriptedModel(["ok"])
         state = long_history(8)
         with caplog.at_level(logging.WARNING, logger="ars"):
-            out = Compressor(small_config(), backend=backend, summarizer=summarizer, emitter=emitter).call(state, model)
+            out = Compressor(
+                small_config(), backend=backend, summarizer=summarizer, emitter=emitter
+            ).call(state, model)
         assert out.response == "ok"
         assert out.update.event.file_path is None
         assert len(summarizer.calls) == 1  # the summary still ran
@@ -370,7 +393,9 @@ class TestFailures:
             raise ValueError("provider 500")
 
         with pytest.raises(ValueError, match="provider 500"):
-            Compressor(small_config(), emitter=emitter, summarizer=FakeSummarizer()).call(long_history(8), broken)
+            Compressor(small_config(), emitter=emitter, summarizer=FakeSummarizer()).call(
+                long_history(8), broken
+            )
         assert emitter.phases == [("started", "L1"), ("failed", "L2")]
         assert emitter.events[1].error == "ValueError: provider 500"
 
@@ -389,7 +414,8 @@ class TestFailures:
             raise RuntimeError("observer bug")
 
         out = Compressor(small_config(), emitter=bad_emitter, summarizer=FakeSummarizer()).call(
-            long_history(8), ScriptedModel(["ok"]))
+            long_history(8), ScriptedModel(["ok"])
+        )
         assert out.response == "ok" and out.level == "L2"
 
 
@@ -400,7 +426,9 @@ class TestOverflow:
         state = long_history(6)  # ~800 tokens: below T=1,024
         emitter = RecordingEmitter()
         model = ScriptedModel(["ok"], overflow_above=600)
-        out = Compressor(small_config(), emitter=emitter, summarizer=FakeSummarizer("S")).call(state, model)
+        out = Compressor(small_config(), emitter=emitter, summarizer=FakeSummarizer("S")).call(
+            state, model
+        )
         assert len(model.calls) == 2 and model.calls[0] == state
         assert model.calls[1] == [out.update.event.summary_message, *state[8:]]
         assert out.forced and out.level == "L2" and out.response == "ok"
@@ -409,32 +437,40 @@ class TestOverflow:
         assert all(e.forced for e in emitter.events)
 
     def test_r4_langchain_style_overflow_errors_are_recognised(self) -> None:
-        class ContextOverflowError(Exception):  # e.g. langchain_core.exceptions.ContextOverflowError
+        class ContextOverflowError(
+            Exception
+        ):  # e.g. langchain_core.exceptions.ContextOverflowError
             pass
 
         class APIStatusError(Exception):
             status_code = 400
 
-        for exc in (ContextOverflowError("too big"), APIStatusError("prompt is too long: 210000 tokens")):
+        for exc in (
+            ContextOverflowError("too big"),
+            APIStatusError("prompt is too long: 210000 tokens"),
+        ):
             calls: list[int] = []
 
-            def model(view: list[Message], exc: Exception = exc) -> str:
+            def model(view: list[Message], exc: Exception = exc, calls: list[int] = calls) -> str:
                 calls.append(len(view))
                 if len(calls) == 1:
                     raise exc
                 return "ok"
 
-            out = Compressor(small_config(), summarizer=FakeSummarizer()).call(long_history(6), model)
+            out = Compressor(small_config(), summarizer=FakeSummarizer()).call(
+                long_history(6), model
+            )
             assert out.forced and out.response == "ok" and len(calls) == 2
 
     def test_r22_r43_overflow_trims_the_kept_tail_and_persists_it_by_id(self) -> None:
         huge = "LOG " + words(420, "huge")
-        state = long_history(2) + [user(huge), assistant("ok"), user("next"), assistant("fine")]
+        state = [*long_history(2), user(huge), assistant("ok"), user("next"), assistant("fine")]
         assert 700 < EST.count(state) < 1024  # below T, above what the model accepts
         backend, emitter = memory_backend(), RecordingEmitter()
         model = ScriptedModel(["done"], overflow_above=700)
-        out = Compressor(small_config(), backend=backend, emitter=emitter, summarizer=FakeSummarizer("S")).call(
-            state, model)
+        out = Compressor(
+            small_config(), backend=backend, emitter=emitter, summarizer=FakeSummarizer("S")
+        ).call(state, model)
         event = out.update.event
         assert event.cutoff == 4
         ((index, trimmed),) = out.update.replaced
@@ -486,8 +522,9 @@ class TestAsync:
             return "async ok"
 
         with anyio.fail_after(5):
-            out = await Compressor(small_config(), backend=WaitingBackend(), summarizer=summarizer).acall(
-                long_history(8), model)
+            out = await Compressor(
+                small_config(), backend=WaitingBackend(), summarizer=summarizer
+            ).acall(long_history(8), model)
         assert out.response == "async ok" and out.update.event.file_path in files_in(inner)
 
     def test_r26_sync_path_writes_history_before_summarizing(self) -> None:
@@ -506,7 +543,9 @@ class TestAsync:
                 return inner.exists(path)
 
         summarizer = FakeSummarizer(lambda p: order.append("summary") or "S")
-        Compressor(small_config(), backend=OrderBackend(), summarizer=summarizer).call(long_history(8), ScriptedModel())
+        Compressor(small_config(), backend=OrderBackend(), summarizer=summarizer).call(
+            long_history(8), ScriptedModel()
+        )
         assert order == ["archive", "summary"]
 
     @pytest.mark.anyio
@@ -514,9 +553,13 @@ class TestAsync:
         state = long_history(8)
         s_model, a_model = ScriptedModel(), ScriptedModel()
         s_out = Compressor(small_config(), summarizer=FakeSummarizer("S")).call(state, s_model)
-        a_out = await Compressor(small_config(), summarizer=FakeSummarizer("S")).acall(state, a_model.acall)
+        a_out = await Compressor(small_config(), summarizer=FakeSummarizer("S")).acall(
+            state, a_model.acall
+        )
         assert snapshot(s_model.calls[0]) == snapshot(a_model.calls[0])
-        assert attrs.evolve(s_out.update.event, created_at="") == attrs.evolve(a_out.update.event, created_at="")
+        assert attrs.evolve(s_out.update.event, created_at="") == attrs.evolve(
+            a_out.update.event, created_at=""
+        )
 
 
 class TestContentKinds:
@@ -531,14 +574,24 @@ class TestContentKinds:
         sent = model.calls[0][2]
         assert EST.count_message(sent) <= 120
         assert "上下文压缩" in sent.text
-        assert files_in(backend) == {f"outputs/large_tool_results/search-{sha256_text(text)}.txt": text}
+        assert files_in(backend) == {
+            f"outputs/large_tool_results/search-{sha256_text(text)}.txt": text
+        }
 
     def test_multimodal_tool_result_keeps_its_image_parts(self) -> None:
-        image = ContentPart(type="image", data={"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}})
+        image = ContentPart(
+            type="image",
+            data={"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+        )
         c = call("screenshot")
         text = words(800)
-        result = Message(role="tool", content=(ContentPart(type="text", text=text), image), tool_call_id=c.id,
-                         name="screenshot", id="t1")
+        result = Message(
+            role="tool",
+            content=(ContentPart(type="text", text=text), image),
+            tool_call_id=c.id,
+            name="screenshot",
+            id="t1",
+        )
         state = [user("look"), assistant("", c), result]
         model = ScriptedModel()
         Compressor(small_config(summary_l2_trigger_ratio=1.0)).call(state, model)
@@ -549,9 +602,11 @@ class TestContentKinds:
 
 def test_r33_events_map_to_sse_frames() -> None:
     emitter = RecordingEmitter()
-    Compressor(small_config(), emitter=emitter, summarizer=FakeSummarizer()).call(long_history(8), ScriptedModel())
+    Compressor(small_config(), emitter=emitter, summarizer=FakeSummarizer()).call(
+        long_history(8), ScriptedModel()
+    )
     frames = [encode_sse(e) for e in emitter.events]
-    for frame, event in zip(frames, emitter.events):
+    for frame, event in zip(frames, emitter.events, strict=False):
         lines = frame.split("\n")
         assert lines[0] == "event: context_compression"
         assert lines[1].startswith("data: ") and frame.endswith("\n\n")

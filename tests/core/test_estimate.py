@@ -33,7 +33,9 @@ def samples(trajectories_dir: Path) -> dict[str, str]:
 
 
 class TestApproxAccuracy:
-    @pytest.mark.parametrize("kind", ["english", "chinese", "chinese_mixed", "code", "json", "tool_output"])
+    @pytest.mark.parametrize(
+        "kind", ["english", "chinese", "chinese_mixed", "code", "json", "tool_output"]
+    )
     def test_r3_approx_within_15_percent_of_o200k(self, trajectories_dir: Path, kind: str) -> None:
         text = samples(trajectories_dir)[kind]
         exact = len(load_encoding("o200k_base").encode_ordinary(text))
@@ -48,7 +50,9 @@ class TestApproxAccuracy:
 
 
 class TestTiktoken:
-    @pytest.mark.parametrize(("name", "tokens"), [("o200k_base", [24912, 2375]), ("cl100k_base", [15339, 1917])])
+    @pytest.mark.parametrize(
+        ("name", "tokens"), [("o200k_base", [24912, 2375]), ("cl100k_base", [15339, 1917])]
+    )
     def test_offline_encodings(self, name: str, tokens: list[int]) -> None:
         assert load_encoding(name).encode("hello world") == tokens
 
@@ -66,18 +70,24 @@ class TestRequestCount:
     def test_r3_system_and_tools_are_counted(self) -> None:
         est = ApproxEstimator()
         msgs = [Message(role="user", content="hello there")]
-        tools = [{"name": "bash", "description": "run a shell command", "parameters": {"type": "object"}}]
+        tools = [
+            {"name": "bash", "description": "run a shell command", "parameters": {"type": "object"}}
+        ]
         base = est.count(msgs)
         assert est.count(msgs, system="You are a careful assistant.") == base + 4 + est.count_text(
-            "You are a careful assistant.")
+            "You are a careful assistant."
+        )
         assert est.count(msgs, tools=tools) > base
         assert est.count_extra(system="x", tools=tools) == est.count([], system="x", tools=tools)
 
     def test_tool_calls_and_images_are_counted(self) -> None:
         est = ApproxEstimator()
         plain = Message(role="assistant", content="x")
-        with_call = Message(role="assistant", content="x",
-                            tool_calls=(ToolCall(id="1", name="bash", args={"command": "ls -la " * 50}),))
+        with_call = Message(
+            role="assistant",
+            content="x",
+            tool_calls=(ToolCall(id="1", name="bash", args={"command": "ls -la " * 50}),),
+        )
         assert est.count_message(with_call) > est.count_message(plain) + 50
 
 

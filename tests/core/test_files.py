@@ -54,8 +54,15 @@ class TestPathBoundary:
 
     @pytest.mark.parametrize(
         ("name", "safe"),
-        [("bash", "bash"), ("../../etc/passwd", "etc_passwd"), ("a/b\\c d", "a_b_c_d"), ("..", "tool"),
-         ("", "tool"), ("工具", "tool"), ("x" * 100, "x" * 64)],
+        [
+            ("bash", "bash"),
+            ("../../etc/passwd", "etc_passwd"),
+            ("a/b\\c d", "a_b_c_d"),
+            ("..", "tool"),
+            ("", "tool"),
+            ("工具", "tool"),
+            ("x" * 100, "x" * 64),
+        ],
     )
     def test_r37_tool_names_are_sanitised(self, name: str, safe: str) -> None:
         assert sanitize_name(name) == safe
@@ -76,7 +83,9 @@ class TestFsspecBackends:
         backend = FsspecBackend(f"file://{tmp_path}")
         assert backend.write_text("outputs/a/b.txt", "héllo 世界") == "outputs/a/b.txt"
         assert (tmp_path / "outputs/a/b.txt").read_bytes() == "héllo 世界".encode()
-        assert backend.read_text("outputs/a/b.txt") == "héllo 世界" and backend.exists("outputs/a/b.txt")
+        assert backend.read_text("outputs/a/b.txt") == "héllo 世界" and backend.exists(
+            "outputs/a/b.txt"
+        )
 
     def test_missing_file_is_a_typed_error(self) -> None:
         with pytest.raises(FileBackendError, match="no such file"):
@@ -103,7 +112,9 @@ class TestFsspecBackends:
         c = call("bash")
         big = words(1500)
         state = [user("x"), assistant("", c), tool(c, big)]
-        Compressor(small_config(summary_l2_trigger_ratio=1.0), backend=backend).call(state, ScriptedModel())
+        Compressor(small_config(summary_l2_trigger_ratio=1.0), backend=backend).call(
+            state, ScriptedModel()
+        )
         path = f"outputs/large_tool_results/bash-{sha256_text(big)}.txt"
         assert backend.read_text(path) == big
         import fsspec
@@ -116,6 +127,9 @@ class TestFsspecBackends:
         c1, c2 = call("bash"), call("bash")
         text = words(900)
         state = [user("x"), assistant("", c1), tool(c1, text), assistant("", c2), tool(c2, text)]
-        Compressor(small_config(summary_l2_trigger_ratio=1.0, summary_keep_messages=10),
-                   backend=backend).call(state, ScriptedModel())
-        assert files_in(backend) == {f"outputs/large_tool_results/bash-{sha256_text(text)}.txt": text}
+        Compressor(
+            small_config(summary_l2_trigger_ratio=1.0, summary_keep_messages=10), backend=backend
+        ).call(state, ScriptedModel())
+        assert files_in(backend) == {
+            f"outputs/large_tool_results/bash-{sha256_text(text)}.txt": text
+        }

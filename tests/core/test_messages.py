@@ -24,7 +24,9 @@ from ars_core import (
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 parts = st.builds(
@@ -40,8 +42,12 @@ messages = st.builds(
     id=st.none() | st.text(min_size=1, max_size=8),
     name=st.none() | st.text(max_size=8),
     tool_calls=st.lists(
-        st.builds(ToolCall, id=st.text(min_size=1, max_size=6), name=st.text(min_size=1, max_size=8),
-                  args=st.dictionaries(st.text(max_size=6), json_values, max_size=3)),
+        st.builds(
+            ToolCall,
+            id=st.text(min_size=1, max_size=6),
+            name=st.text(min_size=1, max_size=8),
+            args=st.dictionaries(st.text(max_size=6), json_values, max_size=3),
+        ),
         max_size=2,
     ).map(tuple),
     tool_call_id=st.none() | st.text(max_size=6),
@@ -70,18 +76,29 @@ class TestOpenAI:
         raw = {
             "role": "assistant",
             "content": "ok",
-            "tool_calls": [{"id": "c1", "type": "function",
-                            "function": {"name": "bash", "arguments": '{"command": "ls"}'}}],
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": '{"command": "ls"}'},
+                }
+            ],
         }
         m = from_openai(raw)
         assert m.tool_calls == (ToolCall(id="c1", name="bash", args={"command": "ls"}),)
         assert to_openai(m) == raw
 
     def test_multimodal_round_trip(self) -> None:
-        raw = {"role": "user", "content": [
-            {"type": "text", "text": "what is this?"},
-            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAA", "detail": "low"}},
-        ]}
+        raw = {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "what is this?"},
+                {
+                    "type": "image_url",
+                    "image_url": {"url": "data:image/png;base64,AAA", "detail": "low"},
+                },
+            ],
+        }
         m = from_openai(raw)
         assert m.text == "what is this?" and m.content[1].type == "image"
         assert to_openai(m) == raw
@@ -116,7 +133,10 @@ class TestReadMessages:
             (b"", "empty file"),
             (b"not json at all", "invalid JSON on line 1"),
             (b'{"role": "wizard", "content": "x"}', "unknown or missing role"),
-            (b'{"role": "tool", "tool_call_id": "zz", "content": "x"}', "answers no earlier tool call"),
+            (
+                b'{"role": "tool", "tool_call_id": "zz", "content": "x"}',
+                "answers no earlier tool call",
+            ),
             (b"\xff\xfe", "not UTF-8"),
             (b"\x1f\x8bbroken", "corrupt gzip"),
         ],

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from ars_core import ApproxEstimator, Compressor, ExtractiveSummarizer, FsspecBackend, PluginError, hookimpl
+from ars_core import (
+    ApproxEstimator,
+    Compressor,
+    ExtractiveSummarizer,
+    FsspecBackend,
+    PluginError,
+    hookimpl,
+)
 from ars_core.plugins import (
     available,
     get_estimator,
@@ -50,7 +57,10 @@ class TestBuiltins:
         assert get_estimator("cl100k").count_text("hello world") == 2
         assert isinstance(get_summarizer("extractive"), ExtractiveSummarizer)
         backend = get_file_backend("memory", url="memory://ars-plugin-test")
-        assert isinstance(backend, FsspecBackend) and backend.write_text("outputs/a.txt", "a") == "outputs/a.txt"
+        assert (
+            isinstance(backend, FsspecBackend)
+            and backend.write_text("outputs/a.txt", "a") == "outputs/a.txt"
+        )
 
     def test_unknown_names_are_typed_errors(self) -> None:
         with pytest.raises(PluginError, match="not registered"):
@@ -75,11 +85,20 @@ class TestThirdParty:
         ars_fixture_plugin.SEEN.clear()
         history = [user(words(80, f"w{i}")) for i in range(20)]
         Compressor(small_config(), summarizer=FakeSummarizer()).call(history, ScriptedModel())
-        assert [(e.phase, e.level) for e in ars_fixture_plugin.SEEN] == [("started", "L1"), ("completed", "L2")]
+        assert [(e.phase, e.level) for e in ars_fixture_plugin.SEEN] == [
+            ("started", "L1"),
+            ("completed", "L2"),
+        ]
 
-    @pytest.mark.parametrize(("env", "loaded"), [("none", False), ("", False), ("fixture", True), ("other", False)])
+    @pytest.mark.parametrize(
+        ("env", "loaded"), [("none", False), ("", False), ("fixture", True), ("other", False)]
+    )
     def test_ars_plugins_env_limits_external_plugins(
-        self, fixture_plugin_installed: None, monkeypatch: pytest.MonkeyPatch, env: str, loaded: bool
+        self,
+        fixture_plugin_installed: None,
+        monkeypatch: pytest.MonkeyPatch,
+        env: str,
+        loaded: bool,
     ) -> None:
         monkeypatch.setenv("ARS_PLUGINS", env)
         reset_plugin_manager()
@@ -95,5 +114,6 @@ class TestThirdParty:
         get_plugin_manager().register(Plugin(), name="inproc")
         summarizer = get_summarizer("fake")
         out = Compressor(small_config(), summarizer=summarizer).call(
-            [user(words(80, f"w{i}")) for i in range(20)], ScriptedModel())
+            [user(words(80, f"w{i}")) for i in range(20)], ScriptedModel()
+        )
         assert "from plugin" in out.update.event.summary_message.text

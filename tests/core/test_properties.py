@@ -42,12 +42,23 @@ def conversations(draw: st.DrawFn) -> list[Message]:
             for _ in range(n):
                 k += 1
                 name = draw(st.sampled_from(["bash", "write_file", "edit_file"]))
-                args = {"content": "x" * draw(st.integers(0, 3000))} if name != "bash" else {"command": "ls"}
+                args = (
+                    {"content": "x" * draw(st.integers(0, 3000))}
+                    if name != "bash"
+                    else {"command": "ls"}
+                )
                 calls.append(ToolCall(id=f"c{k}", name=name, args=args))
             out.append(Message(role="assistant", content="", tool_calls=tuple(calls), id=f"a{t}"))
             for c in calls:
-                out.append(Message(role="tool", content=f"r{c.id} {text}", tool_call_id=c.id, name=c.name,
-                                   id=f"t{c.id}"))
+                out.append(
+                    Message(
+                        role="tool",
+                        content=f"r{c.id} {text}",
+                        tool_call_id=c.id,
+                        name=c.name,
+                        id=f"t{c.id}",
+                    )
+                )
     return out
 
 
@@ -76,14 +87,18 @@ def test_r21_cutoff_never_separates_calls_from_results(history: list[Message], k
 def test_views_are_paired_cutoffs_grow_and_state_is_never_mutated(
     history: list[Message], keep: int, ratio: float
 ) -> None:
-    engine = Compressor(small_config(summary_keep_messages=keep, summary_l2_trigger_ratio=ratio),
-                       summarizer=FakeSummarizer("S"))
+    engine = Compressor(
+        small_config(summary_keep_messages=keep, summary_l2_trigger_ratio=ratio),
+        summarizer=FakeSummarizer("S"),
+    )
     before = [message_to_dict(m) for m in history]
     event = None
     cutoffs = [0]
     for end in range(1, len(history) + 1):
         state = history[:end]
-        if state[-1].tool_calls or (state[-1].role == "tool" and end < len(history) and history[end].role == "tool"):
+        if state[-1].tool_calls or (
+            state[-1].role == "tool" and end < len(history) and history[end].role == "tool"
+        ):
             continue  # a model is only called once every call has its results
         model = ScriptedModel()
         out = engine.call(state, model, event=event)
@@ -102,6 +117,9 @@ def test_l1_is_idempotent_and_content_addressed(history: list[Message]) -> None:
     twice = plan_l1(list(once.view), estimator=EST, tool_token_limit=50)
     assert [message_to_dict(m) for m in twice.view] == [message_to_dict(m) for m in once.view]
     assert twice.writes == ()
-    again = plan_l1([Message(**{**message_to_dict(m), "tool_calls": m.tool_calls}) for m in history],
-                    estimator=EST, tool_token_limit=50)
+    again = plan_l1(
+        [Message(**{**message_to_dict(m), "tool_calls": m.tool_calls}) for m in history],
+        estimator=EST,
+        tool_token_limit=50,
+    )
     assert {w.path for w in again.writes} == {w.path for w in once.writes}

@@ -11,18 +11,64 @@ import ars_core
 
 ROOT = Path(__file__).resolve().parents[2]
 
-PUBLIC = sorted([
-    "DEFAULT_SUMMARY_PROMPT", "MARK_OFFLOADED", "MARK_SUMMARY", "MARK_TRIMMED", "MARK_TRUNCATED_ARGS",
-    "SSE_EVENT_NAME", "ApproxEstimator", "ArsError", "AsyncSummarizer", "CachingEstimator", "CallOutcome",
-    "CallableSummarizer", "CompressionEvent", "Compressor", "ConfigError", "ContentPart", "ContextOverflowError",
-    "Estimator", "ExtractiveSummarizer", "FileBackend", "FileBackendError", "FsspecBackend", "Message",
-    "MessageFormatError", "PathBoundaryError", "PluginError", "StateUpdate", "SummarizationEvent", "Summarizer",
-    "SummarizerError", "SummaryConfig", "SummaryResult", "TiktokenEstimator", "ToolCall", "Usage", "__version__",
-    "check_path", "effective_messages", "encode_sse", "from_openai", "get_estimator", "get_file_backend",
-    "get_plugin_manager", "get_summarizer", "hookimpl", "is_context_overflow", "message_from_dict",
-    "message_to_dict", "read_history", "read_messages", "sanitize_name", "sse_frame", "to_global_cutoff",
-    "to_openai",
-])
+PUBLIC = sorted(
+    [
+        "DEFAULT_SUMMARY_PROMPT",
+        "MARK_OFFLOADED",
+        "MARK_SUMMARY",
+        "MARK_TRIMMED",
+        "MARK_TRUNCATED_ARGS",
+        "SSE_EVENT_NAME",
+        "ApproxEstimator",
+        "ArsError",
+        "AsyncSummarizer",
+        "CachingEstimator",
+        "CallOutcome",
+        "CallableSummarizer",
+        "CompressionEvent",
+        "Compressor",
+        "ConfigError",
+        "ContentPart",
+        "ContextOverflowError",
+        "Estimator",
+        "ExtractiveSummarizer",
+        "FileBackend",
+        "FileBackendError",
+        "FsspecBackend",
+        "Message",
+        "MessageFormatError",
+        "PathBoundaryError",
+        "PluginError",
+        "StateUpdate",
+        "SummarizationEvent",
+        "Summarizer",
+        "SummarizerError",
+        "SummaryConfig",
+        "SummaryResult",
+        "TiktokenEstimator",
+        "ToolCall",
+        "Usage",
+        "__version__",
+        "check_path",
+        "effective_messages",
+        "encode_sse",
+        "from_openai",
+        "get_estimator",
+        "get_file_backend",
+        "get_plugin_manager",
+        "get_summarizer",
+        "hookimpl",
+        "is_context_overflow",
+        "message_from_dict",
+        "message_to_dict",
+        "read_history",
+        "read_messages",
+        "sanitize_name",
+        "sse_frame",
+        "to_global_cutoff",
+        "to_openai",
+    ]
+)
 
 
 def test_public_surface_is_locked() -> None:
@@ -38,11 +84,20 @@ def test_import_pulls_in_no_framework() -> None:
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('langchain', 'langchain_core', 'langgraph', 'llama_index', 'deepagents', 'tiktoken'))))"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     assert json.loads(out.stdout) == []
 
 
 def test_errors_share_one_base() -> None:
-    for name in ("ConfigError", "MessageFormatError", "PathBoundaryError", "FileBackendError",
-                 "SummarizerError", "PluginError", "ContextOverflowError"):
+    for name in (
+        "ConfigError",
+        "MessageFormatError",
+        "PathBoundaryError",
+        "FileBackendError",
+        "SummarizerError",
+        "PluginError",
+        "ContextOverflowError",
+    ):
         assert issubclass(getattr(ars_core, name), ars_core.ArsError)
