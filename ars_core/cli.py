@@ -31,13 +31,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import logging
 import os
 import sys
+import textwrap
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
@@ -46,7 +48,7 @@ import attrs
 from . import __version__
 from .config import SummaryConfig
 from .errors import ArsError, PluginError
-from .estimate import ApproxEstimator, Estimator, TiktokenEstimator, message_tokens
+from .estimate import ApproxEstimator, Estimator, message_tokens
 from .files import FileBackend, FsspecBackend
 from .l1 import LARGE_TOOL_RESULTS_DIR
 from .l2 import HISTORY_DIR, TRIMMED_DIR
@@ -133,28 +135,50 @@ class ChatModelSummarizer:
         meta = getattr(response, "usage_metadata", None) or {}
         usage = None
         if meta:
-            usage = Usage(input_tokens=int(meta.get("input_tokens", 0)),
-                          output_tokens=int(meta.get("output_tokens", 0)))
+            usage = Usage(
+                input_tokens=int(meta.get("input_tokens", 0)),
+                output_tokens=int(meta.get("output_tokens", 0)),
+            )
         return SummaryResult(text=text.strip(), usage=usage, model=self.name)
 
 
 def make_summarizer(name: str) -> Any:
-    """``extractive`` (the built-in default) or a LangChain ``provider:model`` string."""
+    """A registered summarizer (``extractive``, the built-in default, or a plugin's) or a
+    LangChain chat-model string ``provider:model`` (needs the ``langchain`` extra)."""
+    from .plugins import available, get_summarizer
+
     key = name.strip()
-    if key.lower() in ("extractive", "default", "builtin", "built-in"):
-        return ExtractiveSummarizer()
+    if key.lower() in ("default", "builtin", "built-in"):
+        key = "extractive"
+    if key in available("summarizer"):
+        try:
+            return get_summarizer(key)
+        except PluginError as exc:
+            raise CliError(f"--summarizer: {_one_line(exc)}") from exc
     if ":" not in key:
-        raise CliError(f"unknown summarizer {name!r} (use 'extractive' or a LangChain "
-                       "chat-model string such as 'openai:gpt-4o-mini')", 2)
+        names = ", ".join(sorted(available("summarizer")))
+        raise CliError(
+            f"--summarizer: unknown summarizer {name!r} (registered: {names}; or a LangChain "
+            "chat-model string such as 'openai:gpt-4o-mini')",
+            2,
+        )
     try:
         from langchain.chat_models import init_chat_model
     except ImportError as exc:
-        raise CliError(f"summarizer {name!r} needs LangChain: pip install \"ars[langchain]\"") from exc
+        raise CliError(
+            f'--summarizer {name!r} needs LangChain: pip install "ars[langchain]"'
+        ) from exc
     try:
         model = init_chat_model(key)
     except Exception as exc:  # provider packages raise anything: ImportError, ValueError...
-        raise CliError(f"cannot load summarizer {name!r}: {_one_line(exc)}") from exc
-    return ChatModelSummarizer(model, key)
+        raise CliError(f"--summarizer: cannot load chat model {name!r}: {_one_line(exc)}") from exc
+    try:  # the adapter's summarizer when it is installed (same contract)
+        from ars_langchain.summarizer import ChatModelSummarizer as AdapterSummarizer
+    except ImportError:
+        return ChatModelSummarizer(model, key)
+    summarizer = AdapterSummarizer(model)
+    summarizer.name = key  # type: ignore[attr-defined]
+    return summarizer
 
 
 def _summarizer_name(summarizer: Any) -> str:
@@ -189,8 +213,10 @@ def find_runs(paths: Sequence[str | Path]) -> list[Path]:
         if p.is_dir():
             inside = sorted(c for c in p.iterdir() if c.is_file() and c.name.endswith(RUN_SUFFIXES))
             if not inside:
-                raise CliError(f"{p}: no recorded runs in this folder (expected *.jsonl, *.json, "
-                               "optionally .gz)")
+                raise CliError(
+                    f"{p}: no recorded runs in this folder (expected *.jsonl, *.json, "
+                    "optionally .gz)"
+                )
             found.extend(inside)
         elif p.exists():
             found.append(p)
@@ -257,7 +283,9 @@ class RunReport:
 
     @property
     def sent_ratio(self) -> float:
-        return self.tokens_sent_total / self.tokens_without_total if self.tokens_without_total else 1.0
+        return (
+            self.tokens_sent_total / self.tokens_without_total if self.tokens_without_total else 1.0
+        )
 
     def to_dict(self, *, calls: bool = True) -> dict[str, Any]:
         out = attrs.asdict(self, recurse=True)
@@ -270,9 +298,20 @@ class RunReport:
 
 
 _SUM_FIELDS = (
-    "messages", "model_calls", "l1_rounds", "l2_rounds", "tokens_sent_total", "tokens_without_total",
-    "over_threshold", "over_threshold_without", "files_written", "summary_calls",
-    "summary_input_tokens", "summary_output_tokens", "summary_errors", "seconds",
+    "messages",
+    "model_calls",
+    "l1_rounds",
+    "l2_rounds",
+    "tokens_sent_total",
+    "tokens_without_total",
+    "over_threshold",
+    "over_threshold_without",
+    "files_written",
+    "summary_calls",
+    "summary_input_tokens",
+    "summary_output_tokens",
+    "summary_errors",
+    "seconds",
 )
 
 
@@ -335,8 +374,10 @@ class _MeteredSummarizer:
             result = SummaryResult(text=result)
         usage = result.usage
         if usage is None:
-            usage = Usage(input_tokens=self.estimator.count_text(render_prompt(prompt, messages)),
-                          output_tokens=self.estimator.count_text(result.text))
+            usage = Usage(
+                input_tokens=self.estimator.count_text(render_prompt(prompt, messages)),
+                output_tokens=self.estimator.count_text(result.text),
+            )
         self.input_tokens += usage.input_tokens
         self.output_tokens += usage.output_tokens
         return SummaryResult(text=result.text, usage=usage, model=result.model)
@@ -363,11 +404,23 @@ def _collect_warnings() -> Iterator[_Collect]:
 
 
 def _file_kind(path: str) -> str:
-    for prefix, kind in ((LARGE_TOOL_RESULTS_DIR, "large_tool_results"), (HISTORY_DIR, "conversation_history"),
-                         (TRIMMED_DIR, "trimmed_messages")):
+    for prefix, kind in (
+        (LARGE_TOOL_RESULTS_DIR, "large_tool_results"),
+        (HISTORY_DIR, "conversation_history"),
+        (TRIMMED_DIR, "trimmed_messages"),
+    ):
         if path.startswith(prefix + "/"):
             return kind
     return "other"
+
+
+def _recorded(reply: Message) -> Callable[[list[Message]], Message]:
+    """The stand-in model: whatever the view, the recorded reply."""
+
+    def call_model(view: list[Message]) -> Message:
+        return reply
+
+    return call_model
 
 
 def replay_messages(
@@ -391,8 +444,12 @@ def replay_messages(
     from .engine import Compressor
 
     est = estimator or ApproxEstimator()
-    recording = _RecordingBackend(backend if backend is not None else FsspecBackend("memory://ars-replay"))
-    metered = _MeteredSummarizer(summarizer if summarizer is not None else ExtractiveSummarizer(), est)
+    recording = _RecordingBackend(
+        backend if backend is not None else FsspecBackend("memory://ars-replay")
+    )
+    metered = _MeteredSummarizer(
+        summarizer if summarizer is not None else ExtractiveSummarizer(), est
+    )
     compressor = Compressor(config, estimator=est, backend=recording, summarizer=metered)
 
     history = list(messages)
@@ -413,7 +470,7 @@ def replay_messages(
         for i, message in enumerate(history):
             if message.role == "assistant":
                 reply = message
-                outcome = compressor.call(state, lambda view, reply=reply: reply, event=event, system=system)
+                outcome = compressor.call(state, _recorded(reply), event=event, system=system)
                 cutoff = None
                 if outcome.update is not None:
                     if outcome.update.event is not None:
@@ -433,9 +490,17 @@ def replay_messages(
                 report.tokens_without_peak = max(report.tokens_without_peak, without)
                 report.over_threshold += sent > threshold
                 report.over_threshold_without += without > threshold
-                report.calls.append(CallRecord(call=report.model_calls, message_index=i + offset,
-                                               level=outcome.level, forced=outcome.forced, tokens_sent=sent,
-                                               tokens_without=without, cutoff=cutoff))
+                report.calls.append(
+                    CallRecord(
+                        call=report.model_calls,
+                        message_index=i + offset,
+                        level=outcome.level,
+                        forced=outcome.forced,
+                        tokens_sent=sent,
+                        tokens_without=without,
+                        cutoff=cutoff,
+                    )
+                )
             state.append(message)
             without += message_tokens(est, message)
     report.seconds = time.perf_counter() - started
@@ -469,43 +534,106 @@ def _pct(part: float, whole: float) -> str:
     return f"{100 * part / whole:.0f}%" if whole else "-"
 
 
-def format_report(reports: Sequence[RunReport], total: RunReport, *, config: SummaryConfig,
-                  estimator: str, summarizer: str, out: str, samples: bool) -> str:
+def format_report(
+    reports: Sequence[RunReport],
+    total: RunReport,
+    *,
+    config: SummaryConfig,
+    estimator: str,
+    summarizer: str,
+    out: str,
+    samples: bool,
+    demo_threshold: bool = False,
+) -> str:
     """The human-readable replay report."""
     t, t2 = config.threshold_tokens, config.l2_threshold_tokens
-    what = f"{len(reports)} sample run{'s' if len(reports) != 1 else ''} shipped with ars" if samples else \
-        f"{len(reports)} recorded run{'s' if len(reports) != 1 else ''}"
-    thr = f"{config.summary_threshold:g}K = {t:,} tokens"
-    if samples:
-        thr += " (demo value; the default is 100K: set --threshold)"
+    n = len(reports)
+    what = (
+        f"{n} sample run{'s' if n != 1 else ''} shipped with ars"
+        if samples
+        else f"{n} recorded run{'s' if n != 1 else ''}"
+    )
+    thr = f"threshold {config.summary_threshold:g}K = {t:,} tokens"
+    if demo_threshold:
+        thr += " (a demo value for these short runs; the default is 100K, set with --threshold)"
     lines = [
-        f"ARS replay of {what}: every assistant turn is one model call, sent through ARS.",
-        f"  threshold {thr}; L2 when above {t2:,} tokens after L1 (ratio {config.summary_l2_trigger_ratio:g}); "
-        f"keep {config.summary_keep_messages} messages; tool results over "
-        f"{config.summary_tool_result_token_limit} tokens go to files",
+        f"ARS replay of {what}: each assistant turn is one model call through ARS,",
+        "the recorded reply standing in for the model.",
+        f"  {thr}",
+        f"  L2 when above {t2:,} tokens after L1 (ratio {config.summary_l2_trigger_ratio:g}); keep "
+        f"{config.summary_keep_messages} messages; tool results over "
+        f"{config.summary_tool_result_token_limit} "
+        "tokens go to files",
         f"  estimator {estimator}; summarizer {summarizer}; files under {out}",
         "",
     ]
-    name_w = max([len("run"), len("total"), *(len(r.name) for r in reports)])
-    name_w = min(name_w, 48)
-    header = (f"{'run':<{name_w}}  {'calls':>5}  {'L1-only':>7}  {'L2':>3}  {'peak sent':>9}  "
-              f"{'(no ARS)':>9}  {'total sent':>10}  {'(no ARS)':>9}  {'sent':>4}  {'>thr':>4}  "
-              f"{'(no ARS)':>8}  {'files':>5}  {'summaries':>9}  {'(tokens)':>8}")
-    lines.append(header)
-    lines.append("-" * len(header))
+    name_w = min(40, max([len("run"), *(len(r.name) for r in reports)]))
+    cols: list[tuple[str, str, int, Callable[[RunReport], str]]] = [  # group, title, width, value
+        ("", "calls", 5, lambda r: f"{r.model_calls}"),
+        ("rounds", "L1", 3, lambda r: f"{r.l1_rounds}"),
+        ("rounds", "L2", 3, lambda r: f"{r.l2_rounds}"),
+        ("largest", "ARS", 7, lambda r: f"{r.tokens_sent_peak:,}"),
+        ("largest", "no ARS", 7, lambda r: f"{r.tokens_without_peak:,}"),
+        ("all tokens", "ARS", 9, lambda r: f"{r.tokens_sent_total:,}"),
+        ("all tokens", "no ARS", 9, lambda r: f"{r.tokens_without_total:,}"),
+        (
+            "all tokens",
+            "share",
+            5,
+            lambda r: _pct(r.tokens_sent_total, r.tokens_without_total),
+        ),
+        ("over T", "ARS", 3, lambda r: f"{r.over_threshold}"),
+        ("over T", "no ARS", 6, lambda r: f"{r.over_threshold_without}"),
+        ("", "files", 5, lambda r: f"{r.files_written}"),
+        ("summaries", "n", 3, lambda r: f"{r.summary_calls}"),
+        (
+            "summaries",
+            "tokens",
+            7,
+            lambda r: f"{r.summary_input_tokens + r.summary_output_tokens:,}",
+        ),
+    ]
+    widths = [
+        max(w, len(title), *(len(v(r)) for r in [*reports, total])) for _, title, w, v in cols
+    ]
+    # widen the last column of a group whose title is wider than its columns
+    for group in dict.fromkeys(g for g, _, _, _ in cols if g):
+        idx = [i for i, c in enumerate(cols) if c[0] == group]
+        span = sum(widths[i] for i in idx) + 2 * (len(idx) - 1)
+        widths[idx[-1]] += max(0, len(group) + 2 - span)
+    groups: list[tuple[str, int]] = []  # (group title, width incl. inner gaps)
+    for (group, _, _, _), w in zip(cols, widths, strict=True):
+        if groups and groups[-1][0] == group and group:
+            groups[-1] = (group, groups[-1][1] + 2 + w)
+        else:
+            groups.append((group, w))
+    top = " " * name_w + "".join(
+        "  " + (f" {g} ".center(w, "-") if g else " " * w) for g, w in groups
+    )
+    head = f"{'run':<{name_w}}" + "".join(
+        f"  {title:>{w}}" for (_, title, _, _), w in zip(cols, widths, strict=True)
+    )
+    lines += [top.rstrip(), head, "-" * len(head)]
     for r in [*reports, total]:
         if r is total:
-            lines.append("-" * len(header))
+            lines.append("-" * len(head))
         name = r.name if len(r.name) <= name_w else r.name[: name_w - 1] + "…"
         lines.append(
-            f"{name:<{name_w}}  {r.model_calls:>5}  {r.l1_rounds:>7}  {r.l2_rounds:>3}  "
-            f"{r.tokens_sent_peak:>9,}  {r.tokens_without_peak:>9,}  {r.tokens_sent_total:>10,}  "
-            f"{_k(r.tokens_without_total):>9}  {_pct(r.tokens_sent_total, r.tokens_without_total):>4}  "
-            f"{r.over_threshold:>4}  {r.over_threshold_without:>8}  {r.files_written:>5}  "
-            f"{r.summary_calls:>9}  {_k(r.summary_input_tokens + r.summary_output_tokens):>8}"
+            f"{name:<{name_w}}"
+            + "".join(f"  {v(r):>{w}}" for (_, _, _, v), w in zip(cols, widths, strict=True))
         )
+    lines.append(
+        "L1: calls where L1 alone was enough; L2: calls that also summarized older history "
+        "(L1 runs first);"
+    )
+    lines.append("over T: requests above the threshold; tokens are estimates.")
     lines.append("")
-    lines.extend(_story(total, t, out))
+    for line in _story(total, t, out):
+        indent = " " * (len(line) - len(line.lstrip()))
+        lines.extend(
+            textwrap.wrap(line, width=110, initial_indent="", subsequent_indent=indent + "  ")
+            or [""]
+        )
     return "\n".join(lines)
 
 
@@ -516,38 +644,56 @@ def _story(total: RunReport, threshold: int, out: str) -> list[str]:
         return ["No assistant turns in these runs: nothing was sent."]
     lines: list[str] = []
     if total.l1_rounds + total.l2_rounds == 0:
-        lines.append(f"No request reached the threshold ({threshold:,} tokens; the largest was "
-                     f"{total.tokens_without_peak:,}), so ARS changed nothing. Try a lower --threshold.")
+        lines.append(
+            f"No request reached the threshold ({threshold:,} tokens; the largest was "
+            f"{total.tokens_without_peak:,}), so ARS changed nothing. Try a lower --threshold."
+        )
         return lines
     lines.append(
-        f"Without ARS: {calls} requests, {total.tokens_without_total:,} tokens in all; the largest was "
-        f"{total.tokens_without_peak:,} tokens and {total.over_threshold_without} went over the threshold.")
+        f"Without ARS: {calls} requests, {total.tokens_without_total:,} tokens in all; "
+        f"the largest was {total.tokens_without_peak:,} tokens and "
+        f"{total.over_threshold_without} went over the threshold."
+    )
     kinds = total.files_by_kind
     offloaded = kinds.get("large_tool_results", 0)
     lines.append(
-        f"With ARS: {total.tokens_sent_total:,} tokens ({_pct(total.tokens_sent_total, total.tokens_without_total)} "
+        f"With ARS: {total.tokens_sent_total:,} tokens "
+        f"({_pct(total.tokens_sent_total, total.tokens_without_total)} "
         f"of that); the largest request was {total.tokens_sent_peak:,} tokens and "
-        f"{total.over_threshold} went over the threshold.")
+        f"{total.over_threshold} went over the threshold."
+    )
     lines.append(
-        f"  L1 alone (large tool results moved to files, huge write_file/edit_file arguments cut) was "
+        "  L1 alone (large tool results moved to files, huge write_file/edit_file arguments "
+        "cut) was "
         f"enough for {total.l1_rounds} calls; L2 summarized older history {total.l2_rounds} times "
-        f"({total.summary_calls} summary calls, {total.summary_input_tokens + total.summary_output_tokens:,} "
-        f"tokens, counted separately).")
+        f"({total.summary_calls} summary calls, "
+        f"{total.summary_input_tokens + total.summary_output_tokens:,} "
+        f"tokens, counted separately)."
+    )
     lines.append(
         f"  {total.files_written} files written under {out}: {offloaded} offloaded tool results, "
         f"{kinds.get('conversation_history', 0)} history archives"
-        + (f", {kinds['trimmed_messages']} trimmed messages" if kinds.get("trimmed_messages") else "")
-        + ". Nothing is lost: every removed byte is in a file.")
+        + (
+            f", {kinds['trimmed_messages']} trimmed messages"
+            if kinds.get("trimmed_messages")
+            else ""
+        )
+        + (". The text taken out of the requests is in those files." if not total.warnings else ".")
+    )
     if total.summary_errors:
-        lines.append(f"  {total.summary_errors} summary calls failed; their summaries hold the error text "
-                     "and a built-in extractive fallback.")
+        lines.append(
+            f"  {total.summary_errors} summary calls failed; their summaries hold the error text "
+            "and a built-in extractive fallback."
+        )
     if total.warnings:
         lines.append(f"  {len(total.warnings)} warnings from the engine (run with -v to see them).")
-    lines.append("Token counts are estimates. More: ars replay --help (--plot tokens.png, --json, your own runs).")
+    lines.append("More: ars replay --help (your own runs, --threshold, --plot tokens.png, --json).")
     return lines
 
 
-def write_plot(reports: Sequence[RunReport], path: Path, *, threshold: int, max_panels: int = 6) -> None:
+def write_plot(
+    reports: Sequence[RunReport], path: Path, *, threshold: int, max_panels: int = 6
+) -> None:
     """Tokens sent per call, with and without ARS, L1/L2 rounds marked (matplotlib, Agg)."""
     import matplotlib
 
@@ -565,17 +711,31 @@ def write_plot(reports: Sequence[RunReport], path: Path, *, threshold: int, max_
             bounds.append(len(calls))
         panels = [(f"{len(reports)} runs, one after the other", calls, bounds[:-1])]
     fig, axes = plt.subplots(len(panels), 1, figsize=(10, 2.8 * len(panels) + 0.6), squeeze=False)
-    for ax, (title, calls, bounds) in zip(axes[:, 0], panels):
+    for ax, (title, calls, bounds) in zip(axes[:, 0], panels, strict=True):
         x = list(range(1, len(calls) + 1))
         ax.plot(x, [c.tokens_without for c in calls], color="0.6", lw=1.2, label="without ARS")
         ax.plot(x, [c.tokens_sent for c in calls], color="tab:blue", lw=1.5, label="with ARS")
         ax.axhline(threshold, color="tab:red", ls="--", lw=0.8, label="threshold")
-        l1 = [(k, c.tokens_sent) for k, c in zip(x, calls) if c.level == "L1"]
-        l2 = [(k, c.tokens_sent) for k, c in zip(x, calls) if c.level == "L2"]
+        l1 = [(k, c.tokens_sent) for k, c in zip(x, calls, strict=True) if c.level == "L1"]
+        l2 = [(k, c.tokens_sent) for k, c in zip(x, calls, strict=True) if c.level == "L2"]
         if l1:
-            ax.scatter(*zip(*l1), marker="^", color="tab:orange", s=22, zorder=3, label="L1 round")
+            ax.scatter(
+                *zip(*l1, strict=True),
+                marker="^",
+                color="tab:orange",
+                s=22,
+                zorder=3,
+                label="L1 round",
+            )
         if l2:
-            ax.scatter(*zip(*l2), marker="o", color="tab:red", s=26, zorder=3, label="L2 round (summary)")
+            ax.scatter(
+                *zip(*l2, strict=True),
+                marker="o",
+                color="tab:red",
+                s=26,
+                zorder=3,
+                label="L2 round (summary)",
+            )
         for b in bounds:
             ax.axvline(b + 0.5, color="0.85", lw=0.8)
         ax.set_title(title, fontsize=9)
@@ -601,46 +761,91 @@ class _Parser(argparse.ArgumentParser):
 def _build_parser() -> _Parser:
     parser = _Parser(
         prog="ars",
-        description="ARS context compression: replay recorded agent runs through ARS, count tokens.",
+        description="ARS context compression: replay recorded agent runs through ARS, "
+        "count tokens.",
     )
     parser.add_argument("--version", action="version", version=f"ars {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     rp = sub.add_parser(
-        "replay", help="replay recorded runs through ARS and report what it did",
-        description=("Replay recorded agent runs (OpenAI chat-completions JSON/JSONL, .gz too; a folder means "
-                     "every run in it) call by call through ARS, the recorded replies standing in for the "
-                     "model. With no RUN: the sample runs shipped with ars, summarized by the built-in "
-                     f"extractive summarizer, at a demo threshold of {DEMO_THRESHOLD}K."),
+        "replay",
+        help="replay recorded runs through ARS and report what it did",
+        description=(
+            "Replay recorded agent runs (OpenAI chat-completions JSON/JSONL, .gz too; a folder "
+            "means "
+            "every run in it) call by call through ARS, the recorded replies standing in for the "
+            "model. With no RUN: the sample runs shipped with ars, summarized by the built-in "
+            f"extractive summarizer, at a demo threshold of {DEMO_THRESHOLD}K."
+        ),
     )
     rp.add_argument("runs", nargs="*", metavar="RUN", help="recorded run files or folders")
     defaults = SummaryConfig()
-    rp.add_argument("--threshold", type=float, metavar="K", default=None,
-                    help=f"summary_threshold in K tokens (x1024); default {defaults.summary_threshold:g}, "
-                         f"{DEMO_THRESHOLD} for the shipped samples")
-    rp.add_argument("--keep", type=int, metavar="N", default=defaults.summary_keep_messages,
-                    help="summary_keep_messages: recent messages kept after L2 (default %(default)s)")
-    rp.add_argument("--tool-limit", type=int, metavar="T", default=defaults.summary_tool_result_token_limit,
-                    help="summary_tool_result_token_limit: tool results above T tokens go to files "
-                         "(default %(default)s)")
-    rp.add_argument("--ratio", type=float, metavar="R", default=defaults.summary_l2_trigger_ratio,
-                    help="summary_l2_trigger_ratio: L2 runs above threshold*R after L1 (default %(default)s)")
-    rp.add_argument("--estimator", default="approx", metavar="NAME",
-                    help="token estimator: approx (default), tiktoken/o200k, cl100k")
-    rp.add_argument("--summarizer", default="extractive", metavar="NAME",
-                    help="extractive (built in, no model; default) or a LangChain chat-model string "
-                         "'provider:model' (needs the langchain extra and the provider's API key)")
-    rp.add_argument("--out", default="ars-out", metavar="DIR",
-                    help="where ARS writes its files, one folder per run (default %(default)s)")
-    rp.add_argument("--plot", metavar="FILE.png", default=None,
-                    help="draw tokens sent per call with and without ARS (needs matplotlib: ars[cli])")
+    rp.add_argument(
+        "--threshold",
+        type=float,
+        metavar="K",
+        default=None,
+        help=f"summary_threshold in K tokens (x1024); default {defaults.summary_threshold:g}, "
+        f"{DEMO_THRESHOLD} for the shipped samples",
+    )
+    rp.add_argument(
+        "--keep",
+        type=int,
+        metavar="N",
+        default=defaults.summary_keep_messages,
+        help="summary_keep_messages: recent messages kept after L2 (default %(default)s)",
+    )
+    rp.add_argument(
+        "--tool-limit",
+        type=int,
+        metavar="T",
+        default=defaults.summary_tool_result_token_limit,
+        help="summary_tool_result_token_limit: tool results above T tokens go to files "
+        "(default %(default)s)",
+    )
+    rp.add_argument(
+        "--ratio",
+        type=float,
+        metavar="R",
+        default=defaults.summary_l2_trigger_ratio,
+        help="summary_l2_trigger_ratio: L2 runs above threshold*R after L1 (default %(default)s)",
+    )
+    rp.add_argument(
+        "--estimator",
+        default="approx",
+        metavar="NAME",
+        help="token estimator: approx (default), tiktoken/o200k, cl100k",
+    )
+    rp.add_argument(
+        "--summarizer",
+        default="extractive",
+        metavar="NAME",
+        help="extractive (built in, no model; default) or a LangChain chat-model string "
+        "'provider:model' (needs the langchain extra and the provider's API key)",
+    )
+    rp.add_argument(
+        "--out",
+        default="ars-out",
+        metavar="DIR",
+        help="where ARS writes its files, one folder per run (default %(default)s)",
+    )
+    rp.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        default=None,
+        help="draw tokens sent per call with and without ARS (needs matplotlib: ars[cli])",
+    )
     rp.add_argument("--json", action="store_true", help="print the report as JSON")
-    rp.add_argument("-v", "--verbose", action="store_true", help="print the engine's warnings as they happen")
+    rp.add_argument(
+        "-v", "--verbose", action="store_true", help="print the engine's warnings as they happen"
+    )
 
     ep = sub.add_parser(
-        "estimate", help="count tokens of transcripts with every estimator",
-        description="Token counts of chat transcripts per estimator (approx, tiktoken o200k and cl100k), "
-                    "with their disagreement relative to o200k.",
+        "estimate",
+        help="count tokens of transcripts with every estimator",
+        description="Token counts of chat transcripts per estimator (approx, tiktoken o200k "
+        "and cl100k), "
+        "with their disagreement relative to o200k.",
     )
     ep.add_argument("files", nargs="+", metavar="FILE", help="transcript files or folders")
     ep.add_argument("--json", action="store_true", help="print the counts as JSON")
@@ -668,7 +873,7 @@ def _config(args: argparse.Namespace, threshold: float) -> SummaryConfig:
 
 def _progress(items: Sequence[Run]) -> Iterator[Run]:
     try:
-        from tqdm import tqdm
+        tqdm: Any = importlib.import_module("tqdm").tqdm
     except ImportError:
         yield from items
         return
@@ -678,8 +883,11 @@ def _progress(items: Sequence[Run]) -> Iterator[Run]:
 
 def _cmd_replay(args: argparse.Namespace, stdout: IO[str]) -> int:
     samples = not args.runs
-    threshold = args.threshold if args.threshold is not None else (DEMO_THRESHOLD if samples else
-                                                                   SummaryConfig().summary_threshold)
+    threshold = (
+        args.threshold
+        if args.threshold is not None
+        else (DEMO_THRESHOLD if samples else SummaryConfig().summary_threshold)
+    )
     config = _config(args, threshold)
     estimator = make_estimator(args.estimator)
     summarizer = make_summarizer(args.summarizer)
@@ -698,7 +906,9 @@ def _cmd_replay(args: argparse.Namespace, stdout: IO[str]) -> int:
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise CliError(f"--out {args.out}: cannot create the folder: {exc.strerror or exc}") from exc
+        raise CliError(
+            f"--out {args.out}: cannot create the folder: {exc.strerror or exc}"
+        ) from exc
     if args.verbose:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("ars: %(levelname)s: %(message)s"))
@@ -709,13 +919,23 @@ def _cmd_replay(args: argparse.Namespace, stdout: IO[str]) -> int:
     for run in _progress(runs):
         backend = FsspecBackend((out / run.name).as_uri())
         try:
-            reports.append(replay_messages(run.messages, config=config, estimator=estimator,
-                                           summarizer=summarizer, backend=backend, name=run.name,
-                                           source=run.source))
+            reports.append(
+                replay_messages(
+                    run.messages,
+                    config=config,
+                    estimator=estimator,
+                    summarizer=summarizer,
+                    backend=backend,
+                    name=run.name,
+                    source=run.source,
+                )
+            )
         except ArsError:
             raise
         except Exception as exc:  # a summarizer or backend failing in a way the engine re-raised
-            raise CliError(f"{run.source}: replay failed: {type(exc).__name__}: {_one_line(exc)}") from exc
+            raise CliError(
+                f"{run.source}: replay failed: {type(exc).__name__}: {_one_line(exc)}"
+            ) from exc
     total = total_report(reports)
     shown_out = _display_path(out)
     if args.json:
@@ -744,8 +964,19 @@ def _cmd_replay(args: argparse.Namespace, stdout: IO[str]) -> int:
         summ = _summarizer_name(summarizer)
         if summ == "extractive":
             summ = "extractive (built in: no model, no API key)"
-        stdout.write(format_report(reports, total, config=config, estimator=estimator.name, summarizer=summ,
-                                   out=shown_out, samples=samples) + "\n")
+        stdout.write(
+            format_report(
+                reports,
+                total,
+                config=config,
+                estimator=estimator.name,
+                summarizer=summ,
+                out=shown_out,
+                samples=samples,
+                demo_threshold=samples and args.threshold is None,
+            )
+            + "\n"
+        )
     if plot is not None:
         try:
             write_plot(reports, plot, threshold=config.threshold_tokens)
@@ -763,11 +994,17 @@ def _display_path(path: Path) -> str:
 
 
 def _estimators() -> list[Estimator]:
-    found: list[Estimator] = [ApproxEstimator()]
-    for encoding in ("o200k_base", "cl100k_base"):
-        with contextlib.suppress(ImportError):
-            found.append(TiktokenEstimator(encoding))
-    return found
+    """One of each installed estimator (aliases such as ``tiktoken``/``o200k`` once)."""
+    from .plugins import available
+
+    found: dict[str, Estimator] = {}
+    for factory in available("estimator").values():
+        try:
+            est = factory()
+        except Exception:  # e.g. tiktoken not installed: that estimator is not available
+            continue
+        found.setdefault(str(getattr(est, "name", type(est).__name__)), est)
+    return list(found.values())
 
 
 def _cmd_estimate(args: argparse.Namespace, stdout: IO[str]) -> int:
@@ -784,17 +1021,37 @@ def _cmd_estimate(args: argparse.Namespace, stdout: IO[str]) -> int:
             counts[est.name] = est.count(run.messages)
             seconds[est.name] = time.perf_counter() - t0
         chars = len(render_history(run.messages))
-        row: dict[str, Any] = {"file": run.source, "name": run.name, "messages": len(run.messages),
-                               "characters": chars, "tokens": counts}
+        row: dict[str, Any] = {
+            "file": run.source,
+            "name": run.name,
+            "messages": len(run.messages),
+            "characters": chars,
+            "tokens": counts,
+        }
         if reference is not None:
             ref = counts[reference]
-            row["error_vs_o200k"] = {n: round((c - ref) / ref, 4) if ref else 0.0
-                                     for n, c in counts.items() if n != reference}
-        row["spread"] = round((max(counts.values()) - min(counts.values())) / max(1, min(counts.values())), 4)
+            row["error_vs_o200k"] = {
+                n: round((c - ref) / ref, 4) if ref else 0.0
+                for n, c in counts.items()
+                if n != reference
+            }
+        row["spread"] = round(
+            (max(counts.values()) - min(counts.values())) / max(1, min(counts.values())), 4
+        )
         rows.append(row)
     if args.json:
-        json.dump({"ars_version": __version__, "command": "estimate", "estimators": names,
-                   "reference": reference, "files": rows}, stdout, indent=2, ensure_ascii=False)
+        json.dump(
+            {
+                "ars_version": __version__,
+                "command": "estimate",
+                "estimators": names,
+                "reference": reference,
+                "files": rows,
+            },
+            stdout,
+            indent=2,
+            ensure_ascii=False,
+        )
         stdout.write("\n")
         return 0
     short = {"approx": "approx", "tiktoken:o200k_base": "o200k", "tiktoken:cl100k_base": "cl100k"}
@@ -802,20 +1059,31 @@ def _cmd_estimate(args: argparse.Namespace, stdout: IO[str]) -> int:
     name_w = min(48, max([len("file"), *(len(r["name"]) for r in rows)]))
     head = f"{'file':<{name_w}}  {'messages':>8}  " + "  ".join(f"{c:>9}" for c in cols)
     if reference:
-        head += "  " + "  ".join(f"{c + ' err':>10}" for n, c in zip(names, cols) if n != reference)
+        head += "  " + "  ".join(
+            f"{c + ' err':>10}" for n, c in zip(names, cols, strict=True) if n != reference
+        )
     head += f"  {'spread':>6}"
     lines = [head, "-" * len(head)]
     for r in rows:
         name = r["name"] if len(r["name"]) <= name_w else r["name"][: name_w - 1] + "…"
-        line = f"{name:<{name_w}}  {r['messages']:>8}  " + "  ".join(f"{r['tokens'][n]:>9,}" for n in names)
+        line = f"{name:<{name_w}}  {r['messages']:>8}  " + "  ".join(
+            f"{r['tokens'][n]:>9,}" for n in names
+        )
         if reference:
-            line += "  " + "  ".join(f"{100 * r['error_vs_o200k'][n]:>+9.1f}%" for n in names if n != reference)
+            line += "  " + "  ".join(
+                f"{100 * r['error_vs_o200k'][n]:>+9.1f}%" for n in names if n != reference
+            )
         line += f"  {100 * r['spread']:>5.1f}%"
         lines.append(line)
     if reference is None:
-        lines.append('tiktoken is not installed: only the approximate estimator ran (pip install "ars[tiktoken]").')
+        lines.append(
+            "tiktoken is not installed: only the approximate estimator ran "
+            '(pip install "ars[tiktoken]").'
+        )
     else:
-        lines.append("err: relative to tiktoken o200k_base; spread: (largest - smallest) / smallest count.")
+        lines.append(
+            "err: relative to tiktoken o200k_base; spread: (largest - smallest) / smallest count."
+        )
     stdout.write("\n".join(lines) + "\n")
     return 0
 
@@ -847,13 +1115,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         with contextlib.suppress(Exception):
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keep the interpreter quiet at exit
+            sys.stdout = open(os.devnull, "w")
         return 1
     except Exception as exc:
         if debug:
             raise
-        print(f"ars: internal error: {type(exc).__name__}: {_one_line(exc)} (set ARS_DEBUG=1 for the traceback)",
-              file=sys.stderr)
+        print(
+            f"ars: internal error: {type(exc).__name__}: {_one_line(exc)} "
+            "(set ARS_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
         return 70
 
 
