@@ -80,7 +80,7 @@ class CallOutcome:
     """The result of one wrapped model call."""
 
     response: Any
-    view: tuple[Message, ...]
+    view: Sequence[Message]
     update: StateUpdate | None
     events: tuple[CompressionEvent, ...]
     level: Level | None
@@ -289,7 +289,9 @@ class Compressor:
     ) -> _Flow:
         cfg, est = self.config, self.estimator
         threshold, l2_threshold = cfg.threshold_tokens, cfg.l2_threshold_tokens
-        effective = effective_messages(state, event)
+        # with no event the effective messages are the state itself: no O(history) copy on
+        # the hot path (views that differ from it are always new lists)
+        effective = state if event is None and isinstance(state, list) else effective_messages(state, event)
         extra = _count_extra(est, system, tools)
         count_history = getattr(est, "count_history", None)
         history_tokens = count_history(effective) if count_history else est.count(effective)
@@ -326,7 +328,7 @@ class Compressor:
         ) -> CallOutcome:
             return CallOutcome(
                 response=response,
-                view=tuple(view),
+                view=view,
                 update=update,
                 events=tuple(emitted),
                 level=level,
