@@ -1,0 +1,478 @@
+"""``ArsMemory``: a LlamaIndex chat memory with ARS's two-level compression.
+
+Storage layout in the chat store (one conversation = one ``chat_store_key``):
+
+* ``<key>``: every message, exactly as ``put``/``set`` received it (the state
+  messages). ARS never rewrites, trims or deletes them; ``get_all`` returns
+  them untouched.
+* ``<key>::ars_event``: an append-only log of ARS records, one
+  ``ChatMessage(role="system")`` per L2 round with the record in
+  ``additional_kwargs["ars_event"]``::
+
+      {"ars_event_version": 1,
+       "event": SummarizationEvent.to_dict(),       # cutoff, summary, file_path...
+       "anchor": {"first": sha, "last": sha},        # hashes of state[0], state[cutoff-1]
+       "replaced": [{"index", "sha", "message"}]}    # R43 tail trims, applied to the view only
+
+  The last record is the current event; older ones stay as the chain of
+  summaries. A new process with the same store rebuilds the same view from it.
+
+``get`` (and ``aget``) returns the compressed view: effective messages
+(summary + messages after the cutoff), L1 on a copy (large tool results moved
+to files, huge ``write_file``/``edit_file`` arguments truncated), L2 when the
+request is still too big — the new event is appended to the log before
+``get`` returns. ``compact(force=True)`` is the forced path after the LLM
+raised a context-length error (R4).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
+from llama_index.core.llms import LLM
+from llama_index.core.memory.types import DEFAULT_CHAT_STORE_KEY, BaseMemory
+from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
+from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore
+
+from ars_core import (
+    CallOutcome,
+    CompressionEvent,
+    Compressor,
+    Estimator,
+    FileBackend,
+    FsspecBackend,
+    Message,
+    SummarizationEvent,
+    SummaryConfig,
+    message_from_dict,
+    message_to_dict,
+)
+from ars_core.config import CONFIG_FIELDS
+
+from .convert import from_core_messages, system_text, to_core_messages, tool_schemas
+from .errors import is_context_length_error
+from .events import EventCallback, dispatch
+from .store import ChatStoreAdapter
+from .summarizer import LLMSummarizer
+
+__all__ = ["EVENT_KEY_SUFFIX", "ArsMemory", "CompactionRound"]
+
+log = logging.getLogger("ars.llamaindex")
+
+#: the event log of conversation ``key`` lives under ``key + EVENT_KEY_SUFFIX``
+EVENT_KEY_SUFFIX = "::ars_event"
+_RECORD_KEY = "ars_event"
+_VERSION = 1
+
+
+def _sha(message: ChatMessage) -> str:
+    text = json.dumps(message.model_dump(mode="json"), sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@attrs.define
+class _State:
+    chat: list[ChatMessage]
+    core: list[Message]
+    originals: dict[int, ChatMessage]
+    event: SummarizationEvent | None
+    record: dict[str, Any] | None
+
+
+@attrs.define
+class CompactionRound:
+    """One compression round whose stream events are held back until the
+    caller knows how the model call went (the forced path, R4/R30-R32).
+
+    ``view`` is what to send. Call :meth:`succeeded` after the model answered
+    (delivers ``started``/``completed``), or :meth:`failed` when it raised
+    (delivers ``started`` and a ``failed`` record instead of ``completed``).
+    """
+
+    view: list[ChatMessage]
+    outcome: CallOutcome
+    _deliver: Callable[[CompressionEvent], None]
+    _done: bool = False
+
+    @property
+    def events(self) -> tuple[CompressionEvent, ...]:
+        return self.outcome.events
+
+    def succeeded(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        for ev in self.outcome.events:
+            self._deliver(ev)
+
+    def failed(self, exc: BaseException) -> None:
+        if self._done:
+            return
+        self._done = True
+        started = None
+        for ev in self.outcome.events:
+            if ev.phase == "completed":
+                continue
+            if ev.phase == "started":
+                started = ev
+            self._deliver(ev)
+        if started is not None:
+            completed = next((e for e in self.outcome.events if e.phase == "completed"), None)
+            self._deliver(CompressionEvent(
+                phase="failed", level=completed.level if completed else started.level,
+                round_id=started.round_id, forced=started.forced, tokens_before=started.tokens_before,
+                tokens_after=completed.tokens_after if completed else None, threshold=started.threshold,
+                cutoff=completed.cutoff if completed else None,
+                file_path=completed.file_path if completed else None,
+                error=f"{type(exc).__name__}: {exc}",
+            ))
+
+
+class ArsMemory(BaseMemory):
+    """Chat memory that stores everything and hands the model a compressed view.
+
+    Build it with :meth:`from_defaults`. ``system_prompt`` and ``tools`` (the
+    agent's, when known) count toward the request estimate (R3);
+    ``get(system_prompt=..., tools=...)`` overrides them for one call.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    chat_store: Any = Field(default_factory=SimpleChatStore)
+    chat_store_key: str = Field(default=DEFAULT_CHAT_STORE_KEY)
+    system_prompt: str | None = Field(default=None)
+
+    _config: SummaryConfig = PrivateAttr()
+    _compressor: Compressor = PrivateAttr()
+    _files: FileBackend = PrivateAttr()
+    _store: ChatStoreAdapter = PrivateAttr()
+    _tools: list[Any] | None = PrivateAttr(default=None)
+    _summarizer_explicit: bool = PrivateAttr(default=False)
+    _on_event: EventCallback | None = PrivateAttr(default=None)
+    _is_overflow: Callable[[BaseException], bool] = PrivateAttr()
+
+    def __init__(
+        self,
+        *,
+        chat_store: BaseChatStore | AsyncDBChatStore | None = None,
+        chat_store_key: str = DEFAULT_CHAT_STORE_KEY,
+        config: SummaryConfig | None = None,
+        llm: LLM | None = None,
+        summarizer: Any = None,
+        file_backend: FileBackend | str | None = None,
+        estimator: Estimator | None = None,
+        system_prompt: str | ChatMessage | None = None,
+        tools: Sequence[Any] | None = None,
+        on_event: EventCallback | None = None,
+        is_overflow: Callable[[BaseException], bool] = is_context_length_error,
+    ) -> None:
+        store = chat_store if chat_store is not None else SimpleChatStore()
+        super().__init__(chat_store=store, chat_store_key=chat_store_key, system_prompt=system_text(system_prompt))
+        self._store = ChatStoreAdapter(store)
+        self._config = config or SummaryConfig()
+        if isinstance(file_backend, str):
+            root: FileBackend = FsspecBackend(file_backend)
+        else:
+            root = file_backend if file_backend is not None else FsspecBackend("memory://ars")
+        scoped = getattr(root, "scoped", None)
+        self._files = scoped(chat_store_key) if callable(scoped) else root  # R36: one scope per key
+        self._summarizer_explicit = summarizer is not None or llm is not None
+        if summarizer is None and llm is not None:
+            summarizer = LLMSummarizer(llm, estimator=estimator)
+        self._compressor = Compressor(self._config, estimator=estimator, backend=self._files,
+                                      summarizer=summarizer, is_overflow=is_overflow)
+        self._tools = tool_schemas(tools)
+        self._on_event = on_event
+        self._is_overflow = is_overflow
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ArsMemory"
+
+    @classmethod
+    def from_defaults(  # type: ignore[override]
+        cls,
+        chat_history: list[ChatMessage] | None = None,
+        llm: LLM | None = None,
+        *,
+        chat_store: BaseChatStore | AsyncDBChatStore | None = None,
+        chat_store_key: str = DEFAULT_CHAT_STORE_KEY,
+        config: SummaryConfig | Mapping[str, Any] | Any = None,
+        summarizer: Any = None,
+        file_backend: FileBackend | str | None = None,
+        estimator: Estimator | None = None,
+        system_prompt: str | ChatMessage | None = None,
+        tools: Sequence[Any] | None = None,
+        on_event: EventCallback | None = None,
+        **config_fields: Any,
+    ) -> ArsMemory:
+        """Build a memory.
+
+        ``config`` is a :class:`~ars_core.SummaryConfig`, or a mapping / agent
+        Context object with ``summary_*`` fields (R35, R50); ``summary_*``
+        keyword arguments override single fields. ``llm`` is the summary model
+        (LlamaIndex ``LLM``; pass the agent's own, or let :class:`ArsFunctionAgent`
+        bind it); ``summarizer`` any core summarizer instead; with neither, the
+        deterministic extractive summarizer. ``file_backend`` is a core file
+        backend or an fsspec URL (default ``memory://ars``, lost with the
+        process); it is scoped to ``chat_store_key``. ``on_event(payload)``
+        receives every compression event's ``to_dict()``.
+        """
+        unknown = set(config_fields) - set(CONFIG_FIELDS)
+        if unknown:
+            raise TypeError(f"unknown ArsMemory.from_defaults arguments: {sorted(unknown)}")
+        if isinstance(config, SummaryConfig):
+            cfg = attrs.evolve(config, **config_fields) if config_fields else config
+        else:
+            base = SummaryConfig.from_context(config) if config is not None else SummaryConfig()
+            cfg = attrs.evolve(base, **config_fields) if config_fields else base
+        memory = cls(chat_store=chat_store, chat_store_key=chat_store_key, config=cfg, llm=llm,
+                     summarizer=summarizer, file_backend=file_backend, estimator=estimator,
+                     system_prompt=system_prompt, tools=tools, on_event=on_event)
+        if chat_history is not None:
+            memory.set(chat_history)
+        return memory
+
+    # ------------------------------------------------------------ properties
+
+    @property
+    def config(self) -> SummaryConfig:
+        return self._config
+
+    @property
+    def compressor(self) -> Compressor:
+        return self._compressor
+
+    @property
+    def files(self) -> FileBackend:
+        """The file backend of this conversation (scoped to ``chat_store_key``)."""
+        return self._files
+
+    @property
+    def summarizer(self) -> Any:
+        return self._compressor.summarizer
+
+    @property
+    def tools(self) -> list[Any] | None:
+        """Tool schemas counted in the estimate."""
+        return self._tools
+
+    @property
+    def event_key(self) -> str:
+        return self.chat_store_key + EVENT_KEY_SUFFIX
+
+    def is_context_length_error(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the LLM saying the request is too long (R4)."""
+        return self._is_overflow(exc)
+
+    def bind_agent(self, *, llm: LLM | None = None, system_prompt: str | None = None,
+                   tools: Sequence[Any] | None = None) -> None:
+        """Fill in what the agent knows and the memory was not given: the
+        summary model (the agent's own LLM), the system prompt and the tool
+        schemas counted in the estimate."""
+        if llm is not None and not self._summarizer_explicit:
+            self._compressor.summarizer = LLMSummarizer(llm, estimator=self._compressor.estimator)
+            self._summarizer_explicit = True
+        if system_prompt is not None and self.system_prompt is None:
+            self.system_prompt = system_prompt
+        if tools is not None and self._tools is None:
+            self._tools = tool_schemas(tools)
+
+    # ------------------------------------------------------------ state
+
+    def _state(self, chat: list[ChatMessage], records: list[ChatMessage]) -> _State:
+        core = to_core_messages(chat)
+        record = None
+        for m in reversed(records):
+            rec = m.additional_kwargs.get(_RECORD_KEY)
+            if isinstance(rec, Mapping):
+                record = dict(rec)
+                break
+        event = None
+        if record is not None:
+            event = SummarizationEvent.from_dict(record["event"])
+            anchor = record.get("anchor") or {}
+            n = event.cutoff
+            if n > len(chat) or (n and (anchor.get("first") != _sha(chat[0])
+                                        or anchor.get("last") != _sha(chat[n - 1]))):
+                log.warning("ARS: the summarization event of %r no longer matches the stored messages "
+                            "(history replaced?); ignoring it", self.chat_store_key)
+                event, record = None, None
+        replaced: set[int] = set()
+        if record is not None and event is not None:
+            for item in record.get("replaced") or ():
+                i = int(item["index"])
+                if event.cutoff <= i < len(chat) and item.get("sha") == _sha(chat[i]):
+                    core[i] = message_from_dict(item["message"])  # R43: what was actually sent
+                    replaced.add(i)
+        # identity of the (live) core message -> its stored original, for exact round trips
+        originals = {id(c): m for i, (c, m) in enumerate(zip(core, chat, strict=True)) if i not in replaced}
+        return _State(chat=chat, core=core, originals=originals, event=event, record=record)
+
+    def _load(self) -> _State:
+        return self._state(self._store.get(self.chat_store_key), self._store.get(self.event_key))
+
+    async def _aload(self) -> _State:
+        return self._state(await self._store.aget(self.chat_store_key), await self._store.aget(self.event_key))
+
+    def _record(self, state: _State, outcome: CallOutcome) -> ChatMessage | None:
+        update = outcome.update
+        if update is None or update.event is None:
+            return None
+        event = update.event
+        previous = (state.record or {}).get("replaced") or ()
+        replaced = {int(i["index"]): i for i in previous if int(i["index"]) >= event.cutoff}
+        for i, msg in update.replaced:
+            replaced[i] = {"index": i, "sha": _sha(state.chat[i]), "message": message_to_dict(msg)}
+        record = {
+            "ars_event_version": _VERSION,
+            "event": event.to_dict(),
+            "anchor": {"first": _sha(state.chat[0]), "last": _sha(state.chat[event.cutoff - 1])},
+            "replaced": [replaced[i] for i in sorted(replaced)],
+        }
+        text = (f"[ARS summarization event: messages 1-{event.cutoff} summarized"
+                + (f", history at {event.file_path}" if event.file_path else "") + "]")
+        return ChatMessage(role="system", content=text, additional_kwargs={_RECORD_KEY: record})
+
+    def _deliver(self, event: CompressionEvent) -> None:
+        dispatch(event, self.chat_store_key, self._on_event)
+
+    def _extras(self, system_prompt: Any, tools: Any) -> tuple[str | None, list[Any] | None]:
+        system = system_text(system_prompt) if system_prompt is not None else self.system_prompt
+        schemas = tool_schemas(tools) if tools is not None else self._tools
+        return system, schemas
+
+    def _finish(self, state: _State, outcome: CallOutcome) -> CompactionRound:
+        return CompactionRound(view=from_core_messages(outcome.view, state.originals),
+                               outcome=outcome, deliver=self._deliver)
+
+    # ------------------------------------------------------------ rounds
+
+    def compact_round(self, *, force: bool = False, system_prompt: Any = None,
+                      tools: Any = None) -> CompactionRound:
+        """Build the view (persisting a new event, if any) and hold its stream
+        events back; see :class:`CompactionRound`."""
+        state = self._load()
+        system, schemas = self._extras(system_prompt, tools)
+        outcome = self._compressor.compact(state.core, event=state.event, system=system, tools=schemas,
+                                           force=force, emitter=lambda e: None, thread=self.chat_store_key)
+        rnd = self._finish(state, outcome)
+        try:
+            record = self._record(state, outcome)
+            if record is not None:
+                self._store.add(self.event_key, [record])
+        except Exception as exc:
+            rnd.failed(exc)
+            raise
+        return rnd
+
+    async def acompact_round(self, *, force: bool = False, system_prompt: Any = None,
+                             tools: Any = None) -> CompactionRound:
+        """Async twin of :meth:`compact_round` (archive and summary run concurrently, R26)."""
+        state = await self._aload()
+        system, schemas = self._extras(system_prompt, tools)
+        outcome = await self._compressor.acompact(state.core, event=state.event, system=system, tools=schemas,
+                                                  force=force, emitter=lambda e: None,
+                                                  thread=self.chat_store_key)
+        rnd = self._finish(state, outcome)
+        try:
+            record = self._record(state, outcome)
+            if record is not None:
+                await self._store.aadd(self.event_key, [record])
+        except Exception as exc:
+            rnd.failed(exc)
+            raise
+        return rnd
+
+    def compact(self, *, force: bool = False, system_prompt: Any = None, tools: Any = None) -> list[ChatMessage]:
+        """The compressed view; ``force=True`` runs L2 now (R4, after a
+        context-length error). Events are delivered at once."""
+        rnd = self.compact_round(force=force, system_prompt=system_prompt, tools=tools)
+        rnd.succeeded()
+        return rnd.view
+
+    async def acompact(self, *, force: bool = False, system_prompt: Any = None,
+                       tools: Any = None) -> list[ChatMessage]:
+        """Async twin of :meth:`compact`."""
+        rnd = await self.acompact_round(force=force, system_prompt=system_prompt, tools=tools)
+        rnd.succeeded()
+        return rnd.view
+
+    # ------------------------------------------------------------ BaseMemory
+
+    def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+        """The compressed view for the next model call (R1, R2, R10-R14, R20-R25).
+
+        Accepts ``system_prompt=`` and ``tools=`` to count in the estimate.
+        """
+        return self.compact(system_prompt=kwargs.get("system_prompt"), tools=kwargs.get("tools"))
+
+    async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
+        return await self.acompact(system_prompt=kwargs.get("system_prompt"), tools=kwargs.get("tools"))
+
+    def get_all(self) -> list[ChatMessage]:
+        """Every stored message, untouched (nothing is ever deleted by ARS)."""
+        return self._store.get(self.chat_store_key)
+
+    async def aget_all(self) -> list[ChatMessage]:
+        return await self._store.aget(self.chat_store_key)
+
+    def put(self, message: ChatMessage) -> None:
+        self._store.add(self.chat_store_key, [message])
+
+    async def aput(self, message: ChatMessage) -> None:
+        await self._store.aadd(self.chat_store_key, [message])
+
+    def put_messages(self, messages: list[ChatMessage]) -> None:
+        self._store.add(self.chat_store_key, messages)
+
+    async def aput_messages(self, messages: list[ChatMessage]) -> None:
+        await self._store.aadd(self.chat_store_key, messages)
+
+    def _keeps_event(self, old: list[ChatMessage], new: list[ChatMessage], records: list[ChatMessage]) -> bool:
+        state = self._state(old, records)
+        if state.event is None:
+            return False
+        n = state.event.cutoff
+        return len(new) >= n and all(_sha(a) == _sha(b) for a, b in zip(old[:n], new[:n], strict=True))
+
+    def set(self, messages: list[ChatMessage]) -> None:
+        """Replace the history. The summary event survives only if the
+        summarized prefix is unchanged; otherwise its log is dropped."""
+        old, records = self._store.get(self.chat_store_key), self._store.get(self.event_key)
+        keep = bool(records) and self._keeps_event(old, messages, records)
+        self._store.set(self.chat_store_key, messages)
+        if records and not keep:
+            self._store.delete(self.event_key)
+
+    async def aset(self, messages: list[ChatMessage]) -> None:
+        old, records = await self._store.aget(self.chat_store_key), await self._store.aget(self.event_key)
+        keep = bool(records) and self._keeps_event(old, messages, records)
+        await self._store.aset(self.chat_store_key, messages)
+        if records and not keep:
+            await self._store.adelete(self.event_key)
+
+    def reset(self) -> None:
+        """Delete the conversation and its event log (files are kept)."""
+        self._store.delete(self.chat_store_key)
+        self._store.delete(self.event_key)
+
+    async def areset(self) -> None:
+        await self._store.adelete(self.chat_store_key)
+        await self._store.adelete(self.event_key)
+
+    # ------------------------------------------------------------ inspection
+
+    def get_event(self) -> SummarizationEvent | None:
+        """The current (latest valid) summarization event, if any."""
+        return self._load().event
+
+    async def aget_event(self) -> SummarizationEvent | None:
+        return (await self._aload()).event
