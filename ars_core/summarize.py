@@ -307,7 +307,7 @@ class ExtractiveSummarizer:
             ),
             "",
         )
-        task = task or earlier.get("Task", "")
+        task = earlier.get("Task") or task  # the original task survives chained summaries
         files: dict[str, None] = dict.fromkeys(_items(earlier.get("Files touched", "")))
         commands: list[str] = _items(earlier.get("Tool calls (latest)", ""))
         errors: dict[str, None] = dict.fromkeys(_items(earlier.get("Errors seen", "")))

@@ -219,6 +219,8 @@ class TestL2:
     """R20-R25: L2 archives, summarizes and records a cumulative event."""
 
     def test_r20_r23_r24_l2_round(self) -> None:
+        """R20 above the L2 threshold; R23 the originals archived, the summary made from
+        the cleaned history with the prompt; R24 the event and the rebuilt view."""
         state = long_history(8)  # 16 messages of ~65 tokens: ~1,100 tokens
         before = snapshot(state)
         backend, emitter = memory_backend(), RecordingEmitter()
