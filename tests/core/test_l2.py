@@ -1,0 +1,114 @@
+"""L2's pure parts: cutoff selection (R21), archive (R23), summary input bounds, summary message."""
+
+from __future__ import annotations
+
+from ars_core import MARK_SUMMARY, ApproxEstimator, Compressor, Message, message_to_dict
+from ars_core.l2 import build_summary_message, history_file, read_history, select_cutoff
+from ars_core.summarize import MARK_NOTE, condense_history
+from ars_core.testing import FakeSummarizer, ScriptedModel
+
+from .helpers import assistant, call, small_config, tool, user, words
+
+EST = ApproxEstimator()
+
+
+class TestSelectCutoff:
+    def test_r21_keeps_the_latest_messages(self) -> None:
+        msgs = [user(f"u{i}") if i % 2 == 0 else assistant(f"a{i}") for i in range(10)]
+        assert select_cutoff(msgs, 4) == 6
+        assert select_cutoff(msgs, 4, start=1) == 6
+
+    def test_r21_moves_back_to_the_calling_assistant(self) -> None:
+        c1, c2 = call("a"), call("b")
+        msgs = [
+            user("u"),
+            assistant("x"),
+            user("v"),
+            assistant("", c1, c2),
+            tool(c1, "1"),
+            tool(c2, "2"),
+            assistant("end"),
+        ]
+        # keep 2 would start the window at the second tool result: the cut moves to index 3
+        assert select_cutoff(msgs, 2) == 3
+
+    def test_r21_moves_forward_when_nothing_would_be_left_to_summarize(self) -> None:
+        c1 = call("a")
+        msgs = [assistant("", c1), tool(c1, "1"), user("u"), assistant("x")]
+        assert select_cutoff(msgs, 3) == 2
+
+    def test_r42_no_valid_cutoff(self) -> None:
+        assert select_cutoff([user("a"), assistant("b")], 4) is None
+        summary = Message(role="user", content="S", metadata={MARK_SUMMARY: True})
+        assert select_cutoff([summary, user("a"), assistant("b")], 2, start=1) is None
+        c1 = call("a")
+        assert select_cutoff([assistant("", c1), tool(c1, "1")], 1) is None
+
+
+class TestArchive:
+    def test_r23_archive_is_lossless_and_content_named(self) -> None:
+        msgs = [user("héllo 世界"), assistant("", call("bash", command="ls"))]
+        write = history_file(msgs, start=10, end=12, thread="t")
+        header, back = read_history(write.text)
+        assert header == {"ars_history": 1, "start": 10, "end": 12, "count": 2, "thread": "t"}
+        assert [message_to_dict(m) for m in back] == [message_to_dict(m) for m in msgs]
+        assert write.path.startswith("outputs/conversation_history/history-000010-000012-")
+        assert history_file(msgs, start=10, end=12, thread="t").path == write.path
+
+
+class TestSummaryInput:
+    def test_small_history_is_passed_unchanged(self) -> None:
+        msgs = [user("task"), assistant("ok")]
+        assert condense_history(msgs, 1000, EST) == msgs
+
+    def test_large_history_is_condensed_keeping_task_and_previous_summary_whole(self) -> None:
+        summary = Message(
+            role="user", content="previous summary " + words(200), metadata={MARK_SUMMARY: True}
+        )
+        task = user("THE TASK: " + words(300))
+        middle = [assistant(words(400, f"m{i}")) for i in range(20)]
+        msgs = [summary, task, *middle, user("latest")]
+        out = condense_history(msgs, 2000, EST)
+        assert sum(EST.count_message(m) for m in out) <= 2000
+        assert out[0] == summary and out[1] == task
+        assert out[-1] == msgs[-1]
+        assert any("characters shortened" in m.text or m.metadata.get(MARK_NOTE) for m in out)
+
+    def test_summarizer_is_always_called_on_a_bounded_input(self) -> None:
+        """Never a placeholder instead of a summary: the summary model reads a condensed history."""
+        task = user("TASK: fix the bug in parser.py " + words(100))
+        state = [task] + [
+            m
+            for i in range(30)
+            for m in (user(words(150, f"u{i}")), assistant(words(150, f"a{i}")))
+        ]
+        summarizer = FakeSummarizer("REAL SUMMARY")
+        engine = Compressor(
+            small_config(summary_threshold=4), summarizer=summarizer, summary_input_tokens=1500
+        )
+        out = engine.call(state, ScriptedModel())
+        ((history, _),) = summarizer.calls
+        assert history[0] == task
+        assert sum(EST.count_message(m) for m in history) <= 1500
+        assert "REAL SUMMARY" in out.update.event.summary_message.text
+
+
+class TestSummaryMessage:
+    def test_r24_summary_message_marks_and_path(self) -> None:
+        m = build_summary_message(
+            "text", cutoff=12, file_path="outputs/conversation_history/h.jsonl"
+        )
+        assert m.role == "user" and m.id == "ars-summary-12"
+        assert m.metadata == {
+            MARK_SUMMARY: True,
+            "ars_cutoff": 12,
+            "ars_history_path": "outputs/conversation_history/h.jsonl",
+        }
+        assert "text" in m.text and "outputs/conversation_history/h.jsonl" in m.text
+
+    def test_r41_error_text_and_fallback(self) -> None:
+        m = build_summary_message(
+            None, cutoff=3, file_path=None, error="TimeoutError: slow", fallback="## Task\nx"
+        )
+        assert "TimeoutError: slow" in m.text and "## Task" in m.text
+        assert m.metadata["ars_summary_error"] == "TimeoutError: slow"
