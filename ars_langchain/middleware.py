@@ -247,6 +247,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         self._sessions: OrderedDict[tuple[str, str], _Session] = OrderedDict()
         self._sessions_lock = threading.Lock()
         self._config_cache: tuple[tuple[Any, ...], SummaryConfig] | None = None
+        self._last_usage: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
     # ------------------------------------------------------------ factories
 
@@ -284,11 +285,11 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
 
     # ------------------------------------------------------------ introspection
 
-    def last_usage(self, thread_id: str = "default", namespace: str = "") -> dict[str, Any] | None:
-        """The main model's last provider-reported ``usage_metadata`` on a thread,
-        with ARS's estimate of the request that produced it (calibration data)."""
-        session = self._sessions.get((thread_id, namespace))
-        return session.last_usage if session else None
+    def last_usage(self, thread_id: str = "default") -> dict[str, Any] | None:
+        """The main model's last provider-reported ``usage_metadata`` on a thread
+        (sub-agents included), with ARS's estimate of the request that produced it
+        (calibration data): ``{"usage_metadata", "estimated_tokens", "view_messages"}``."""
+        return self._last_usage.get(thread_id)
 
     # ------------------------------------------------------------ per-call setup
 
@@ -378,7 +379,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
 
     def _finish(self, call: _Call, outcome: CallOutcome) -> Any:
         response = outcome.response
-        self._record_usage(call.session, response, outcome)
+        self._record_usage(call, response, outcome)
         update = outcome.update
         if update is None or update.event is None:
             return response
@@ -399,7 +400,8 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             call.session.converter.remember(update.event.summary_message, from_core(update.event.summary_message))
         return ExtendedModelResponse(model_response=response, command=Command(update=values))
 
-    def _record_usage(self, session: _Session, response: Any, outcome: CallOutcome) -> None:
+    def _record_usage(self, call: _Call, response: Any, outcome: CallOutcome) -> None:
+        session = call.session
         messages = getattr(response, "result", None) or ([response] if isinstance(response, AIMessage) else [])
         usage = next((m.usage_metadata for m in reversed(messages)
                       if isinstance(m, AIMessage) and m.usage_metadata), None)
@@ -408,6 +410,11 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         record = {"usage_metadata": dict(usage), "estimated_tokens": outcome.tokens_after,
                   "view_messages": len(outcome.view)}
         session.last_usage = record
+        with self._sessions_lock:
+            self._last_usage[call.thread] = record
+            self._last_usage.move_to_end(call.thread)
+            while len(self._last_usage) > self.max_sessions:
+                self._last_usage.popitem(last=False)
         calibrate = getattr(session.compressor.estimator, "calibrate", None)
         if callable(calibrate) and usage.get("input_tokens"):
             calibrate(estimated=outcome.tokens_after, actual=int(usage["input_tokens"]))

@@ -14,6 +14,7 @@ langchain-core's ``ContextOverflowError``, like a provider would.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import re
 import threading
@@ -25,10 +26,14 @@ from langchain_core.exceptions import ContextOverflowError
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.runnables import RunnableConfig, ensure_config
 from langgraph.constants import TAG_NOSTREAM
 from pydantic import ConfigDict, Field, PrivateAttr
 
 __all__ = ["FakeToolChatModel", "RecordedCall", "message_chars", "tool_call"]
+
+# the tags of the invoke() in progress: the streaming path hands _stream no run manager
+_CALL_TAGS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("ars_fake_call_tags", default=None)
 
 
 def tool_call(name: str, args: dict[str, Any], id: str) -> dict[str, Any]:
@@ -112,8 +117,23 @@ class FakeToolChatModel(GenericFakeChatModel):
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> FakeToolChatModel:  # type: ignore[override]
         return self
 
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AIMessage:  # type: ignore[override]
+        token = _CALL_TAGS.set(list(ensure_config(config).get("tags") or []))
+        try:
+            return super().invoke(input, config, **kwargs)  # type: ignore[return-value]
+        finally:
+            _CALL_TAGS.reset(token)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None,  # type: ignore[override]
+                      **kwargs: Any) -> AIMessage:
+        token = _CALL_TAGS.set(list(ensure_config(config).get("tags") or []))
+        try:
+            return await super().ainvoke(input, config, **kwargs)  # type: ignore[return-value]
+        finally:
+            _CALL_TAGS.reset(token)
+
     def _reply(self, messages: list[BaseMessage], run_manager: CallbackManagerForLLMRun | None) -> AIMessage:
-        tags = list(run_manager.tags) if run_manager is not None else []
+        tags = list(run_manager.tags) if run_manager is not None else list(_CALL_TAGS.get() or [])
         with self._lock:
             self._calls.append(RecordedCall(list(messages), tags))
             if self.overflow_above is not None and TAG_NOSTREAM not in tags:

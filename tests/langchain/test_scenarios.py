@@ -44,11 +44,16 @@ def cfg(thread_id: str) -> dict[str, Any]:
 
 
 def files(backend: FsspecBackend) -> dict[str, str]:
-    """Every file under the backend's thread scope, by virtual path."""
-    root = f"{backend.root}/threads/{backend.scope}/"
-    found = backend.fs.find(f"{backend.root}/threads/{backend.scope}") if backend.fs.exists(root) else []
-    return {p.removeprefix("/").removeprefix(root.removeprefix("/")): backend.read_text(
-        p.removeprefix("/").removeprefix(root.removeprefix("/"))) for p in found}
+    """Every file under the backend's root (and thread scope), by virtual path."""
+    base = f"{backend.root}/threads/{backend.scope}" if backend.scope else backend.root
+    if not backend.fs.exists(base):
+        return {}
+    prefix = base.strip("/") + "/"
+    out = {}
+    for host in backend.fs.find(base):
+        virtual = host.strip("/").removeprefix(prefix)
+        out[virtual] = backend.read_text(virtual)
+    return out
 
 
 def assert_frames(result: Result, run: int, expected_events: list[dict[str, Any]]) -> None:
@@ -163,3 +168,142 @@ def test_r2_r11_r12_r14_l1_only_trims_view_and_keeps_state(runner: Runner, threa
     assert events[0]["tokens_before"] >= 1024 >= 0.9 * 1024 >= events[1]["tokens_after"]
     assert events[0]["round_id"] == events[1]["round_id"]
     assert_frames(result, 0, events)
+
+
+# --------------------------------------------------------------------- 3-5. L2 (+ failures)
+
+L2_CONFIG = SummaryConfig(summary_threshold=1, summary_l2_trigger_ratio=0.5, summary_keep_messages=2)
+
+
+def seeded_history() -> list[Any]:
+    """Seven messages of ~170 tokens each: above 1024 tokens, L1 has nothing to trim."""
+    out: list[Any] = []
+    for i in range(7):
+        cls = HumanMessage if i % 2 == 0 else AIMessage
+        out.append(cls(prose(f"turn {i}", 150), id=f"m-{i}"))
+    return out
+
+
+def summary_header(cutoff: int) -> str:
+    return f"Summary of the earlier conversation (messages 1-{cutoff}; they are no longer shown):"
+
+
+@pytest.mark.parametrize("variant", ["ok", "archive_fails", "summary_fails"])
+def test_r20_r27_r40_r41_l2_summary_event_and_files(runner: Runner, thread_id: str, variant: str,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """L2 end to end.
+
+    ok (R20-R25, R27, R31): the older five messages go to a history file, the
+    *main* model summarizes them in a no-stream call, the model gets
+    [summary] + the two kept messages, and the event (cutoff 5, summary,
+    file path, summary usage) is persisted in the checkpoint while state
+    messages stay as they were (R5). The next turn is rebuilt from the event (R24).
+    archive_fails (R26, R40): the history write fails, a warning is logged, the
+    summary still runs and the event's file_path is None.
+    summary_fails (R41): an explicit summary model raises; the summary message
+    holds the error and a deterministic fallback; nothing is raised; `completed`.
+    """
+    caplog.set_level(logging.WARNING, logger="ars")
+    summary_reply = AIMessage("SUMMARY-TEXT the user discussed greek letters", id="sum-1", usage_metadata=USAGE)
+    answer_usage = {"input_tokens": 555, "output_tokens": 3, "total_tokens": 558}
+    answer = AIMessage("first answer", id="ai-ans", usage_metadata=answer_usage)
+    later = AIMessage("second answer", id="ai-ans2")
+    inner = FsspecBackend(f"memory://l2-{variant}-{thread_id}")
+    backend: Any = inner
+    summary_model = None
+    if variant == "ok":
+        model = FakeToolChatModel([summary_reply, answer, later])
+    elif variant == "archive_fails":
+        model = FakeToolChatModel([summary_reply, answer, later])
+        backend = FailingBackend(["outputs/conversation_history"], inner=inner)
+    else:
+        model = FakeToolChatModel([answer, later])
+        summary_model = FakeToolChatModel([RuntimeError("summary service down")])
+    usages: list[dict[str, Any]] = []
+    mw = ArsSummarizationMiddleware(L2_CONFIG, backend=backend, model=summary_model, on_model_usage=usages.append)
+    seed = seeded_history()
+    result = runner.run(build_agent(model, mw),
+                        [{"messages": seed}, {"messages": [HumanMessage("and now?", id="h-next")]}],
+                        cfg(thread_id))
+
+    state = result.state["messages"]
+    assert state[:7] == seed  # R5: state messages untouched
+    assert state[7:] == [answer, HumanMessage("and now?", id="h-next"), later]
+
+    event = result.state["_summarization_event"]
+    assert set(event) == {"cutoff", "summary_message", "file_path", "previous_cutoff", "summary_usage",
+                          "summary_error", "created_at"}
+    assert event["cutoff"] == 5 and event["previous_cutoff"] == 0
+    stored = files(inner if variant == "archive_fails" else inner.scoped(thread_id))
+    if variant == "archive_fails":
+        assert event["file_path"] is None
+        assert backend.failed and backend.failed[0].startswith("outputs/conversation_history/history-000000-000005-")
+        assert stored == {}
+        assert any("history archive write failed" in r.getMessage() for r in caplog.records)
+    else:
+        path = event["file_path"]
+        assert path.startswith("outputs/conversation_history/history-000000-000005-") and path.endswith(".jsonl")
+        assert list(stored) == [path]
+        header, archived = read_history(stored[path])
+        assert header == {"ars_history": 1, "start": 0, "end": 5, "count": 5, "thread": thread_id}
+        assert archived == [to_core(m) for m in seed[:5]]
+        assert [from_core(m) for m in archived] == seed[:5]  # lossless through the file (R44)
+
+    # the summary call (R23, R27)
+    from ars_core import DEFAULT_SUMMARY_PROMPT
+    from ars_core.summarize import ExtractiveSummarizer, render_prompt
+
+    rendered = render_prompt(DEFAULT_SUMMARY_PROMPT, [to_core(m) for m in seed[:5]])
+    if variant == "summary_fails":
+        assert summary_model is not None
+        assert summary_model.summary_calls == [[HumanMessage(rendered)]]
+        assert model.summary_calls == []
+        fallback = ExtractiveSummarizer().summarize([to_core(m) for m in seed[:5]], DEFAULT_SUMMARY_PROMPT).text
+        body = (f"[ARS: the summary model failed: RuntimeError: summary service down]\n\n{fallback}")
+        assert event["summary_error"] == "RuntimeError: summary service down"
+        assert event["summary_usage"] is None
+    else:
+        assert model.summary_calls == [[HumanMessage(rendered)]]
+        body = "SUMMARY-TEXT the user discussed greek letters"
+        assert event["summary_error"] is None
+        assert event["summary_usage"] == USAGE
+    content = f"{summary_header(5)}\n\n{body}"
+    if event["file_path"]:
+        content += f"\n\nThe full text of those messages is saved at {event['file_path']}."
+    assert event["summary_message"]["content"] == content
+    assert event["summary_message"]["role"] == "user"
+
+    summary_lc = from_core(message_from_dict(event["summary_message"]))
+    assert summary_lc.content == content and summary_lc.id == "ars-summary-5"
+    sys = SystemMessage(SYSTEM)
+    assert model.main_calls == [
+        [sys, summary_lc, seed[5], seed[6]],
+        [sys, summary_lc, seed[5], seed[6], answer, HumanMessage("and now?", id="h-next")],  # R24
+    ]
+
+    # stream events (R30, R31) and frames (R33); the second turn is below threshold: none
+    events = result.runs[0].compression
+    completed = {"type": "context_compression", "phase": "completed", "level": "L2", "forced": False,
+                 "tokens_before": events[0]["tokens_before"], "tokens_after": events[1]["tokens_after"],
+                 "threshold": 1024, "cutoff": 5}
+    if event["file_path"]:
+        completed["file_path"] = event["file_path"]
+    if event["summary_usage"]:
+        completed["summary_usage"] = USAGE
+    assert [strip_volatile(e) for e in events] == [
+        {"type": "context_compression", "phase": "started", "level": "L1", "forced": False,
+         "tokens_before": events[0]["tokens_before"], "tokens_after": None, "threshold": 1024},
+        completed,
+    ]
+    assert events[0]["tokens_before"] > 1024 > events[1]["tokens_after"]
+    assert_frames(result, 0, events)
+    assert_frames(result, 1, [])
+
+    # R27: no summary token in stream_mode="messages"; the main usage is the main model's own
+    tokens = [t[0].text for run in result.runs for t in run.tokens]
+    assert not any("SUMMARY-TEXT" in t for t in tokens)
+    assert "".join(t[0].text for t in result.runs[0].tokens) == "first answer"
+    assert state[7].usage_metadata == answer_usage
+    assert usages[0] == {"usage_metadata": answer_usage, "estimated_tokens": events[1]["tokens_after"],
+                         "view_messages": 3}
+    assert mw.last_usage(thread_id) == usages[-1]
