@@ -128,7 +128,7 @@ class ChatModelSummarizer:
     def summarize(self, messages: Sequence[Message], prompt: str) -> SummaryResult:
         response = self.model.invoke(render_prompt(prompt, messages), config={"tags": ["nostream"]})
         text = getattr(response, "text", None)
-        if callable(text):  # older langchain-core: a method
+        if callable(text) and not isinstance(text, str):  # older langchain-core: a method
             text = text()
         if not isinstance(text, str):
             text = str(getattr(response, "content", response))

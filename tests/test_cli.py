@@ -1,0 +1,435 @@
+"""The ``ars`` command end to end, through its console entry point.
+
+Every test runs the CLI in a subprocess (``python -m ars_core``, and the
+installed ``ars`` script when there is one) and checks what it printed against
+an independent replay done here with the library API (``Compressor.call`` in a
+plain loop), against the files it wrote on disk, or against the PNG format.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ars_core import (
+    ApproxEstimator,
+    Compressor,
+    ExtractiveSummarizer,
+    FsspecBackend,
+    Message,
+    SummarizationEvent,
+    SummaryConfig,
+    TiktokenEstimator,
+    read_history,
+    read_messages,
+)
+from ars_core.cli import SAMPLE_DIR
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = sorted(SAMPLE_DIR.glob("*.jsonl.gz"))
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m ars_core ARGS`` in ``cwd``, the repository importable."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.pop("ARS_DEBUG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "ars_core", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )
+
+
+# ------------------------------------------------------------------ the oracle
+
+
+def library_replay(path: Path, threshold: float) -> dict[str, Any]:
+    """Replay one run with the library API only: the figures the CLI must print."""
+    messages = read_messages(path)
+    system: Message | None = None
+    if messages[0].role == "system":
+        system, messages = messages[0], messages[1:]
+    est = ApproxEstimator()
+    config = SummaryConfig(summary_threshold=threshold)
+    compressor = Compressor(config, estimator=est, summarizer=ExtractiveSummarizer(),
+                            backend=FsspecBackend(f"memory://oracle-{path.name}-{threshold}"))
+    state: list[Message] = []
+    event: SummarizationEvent | None = None
+    out = {"calls": 0, "l1": 0, "l2": 0, "sent": [], "without": [], "summary_tokens": 0, "cutoffs": []}
+    for i, m in enumerate(messages):
+        if m.role == "assistant":
+            outcome = compressor.call(state, lambda view, m=m: m, event=event, system=system)
+            if outcome.update is not None:
+                if outcome.update.event is not None:
+                    event = outcome.update.event
+                    out["cutoffs"].append(event.cutoff)
+                    usage = event.summary_usage
+                    out["summary_tokens"] += usage.input_tokens + usage.output_tokens if usage else 0
+                for index, new in outcome.update.replaced:
+                    state[index] = new
+            out["calls"] += 1
+            out["l1"] += outcome.level == "L1"
+            out["l2"] += outcome.level == "L2"
+            out["sent"].append(est.count(list(outcome.view), system=system))
+            out["without"].append(est.count(messages[:i], system=system))
+        state.append(m)
+    out["threshold_tokens"] = config.threshold_tokens
+    return out
+
+
+def files_under(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file())
+
+
+def _int(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+# ------------------------------------------------------------------ replay
+
+
+def test_samples_are_shipped_and_small() -> None:
+    assert len(SAMPLES) == 3
+    total = sum(p.stat().st_size for p in SAMPLES)
+    assert 50_000 <= total <= 150_000
+    for p in SAMPLES:
+        assert read_messages(p)  # each one is a valid transcript
+
+
+def test_replay_without_arguments_prints_totals_matching_the_library(tmp_path: Path) -> None:
+    """``ars replay`` (the README's first command): shipped runs, built-in summarizer."""
+    result = run_cli("replay", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    text = result.stdout
+    assert "16K = 16,384 tokens" in text
+    assert "extractive" in text and "no API key" in text
+
+    oracles = {p.name.removesuffix(".jsonl.gz"): library_replay(p, 16) for p in SAMPLES}
+    rows = {line.split()[0]: line.split() for line in text.splitlines()
+            if line.split() and line.split()[0] in {*oracles, "total"}}
+    assert set(rows) == {*oracles, "total"}
+    files_seen = 0
+    for name, o in oracles.items():
+        cols = rows[name]
+        calls, l1, l2, peak, peak_wo, sent, sent_wo = (_int(c) for c in cols[1:8])
+        over, over_wo, files, summaries, summary_tokens = (_int(c) for c in cols[9:14])
+        assert (calls, l1, l2) == (o["calls"], o["l1"], o["l2"])
+        assert (peak, peak_wo) == (max(o["sent"]), max(o["without"]))
+        assert (sent, sent_wo) == (sum(o["sent"]), sum(o["without"]))
+        assert over == sum(s > o["threshold_tokens"] for s in o["sent"])
+        assert over_wo == sum(s > o["threshold_tokens"] for s in o["without"])
+        assert (summaries, summary_tokens) == (o["l2"], o["summary_tokens"])
+        on_disk = files_under(tmp_path / "ars-out" / name)
+        assert files == len(on_disk) > 0
+        files_seen += files
+    total = rows["total"]
+    assert _int(total[1]) == sum(o["calls"] for o in oracles.values())
+    assert _int(total[6]) == sum(sum(o["sent"]) for o in oracles.values())
+    assert _int(total[7]) == sum(sum(o["without"]) for o in oracles.values())
+    assert _int(total[11]) == files_seen
+    # the demo shows both levels and keeps every request under the threshold
+    assert _int(total[2]) > 0 and _int(total[3]) > 0 and _int(total[9]) == 0
+
+
+JSON_RUN_KEYS = {
+    "name": str, "source": str, "messages": int, "model_calls": int, "l1_rounds": int, "l2_rounds": int,
+    "tokens_sent_total": int, "tokens_sent_peak": int, "tokens_without_total": int,
+    "tokens_without_peak": int, "over_threshold": int, "over_threshold_without": int,
+    "files_written": int, "files_by_kind": dict, "summary_calls": int, "summary_input_tokens": int,
+    "summary_output_tokens": int, "summary_tokens": int, "summary_errors": int, "warnings": list,
+    "seconds": float, "sent_ratio": float,
+}
+JSON_CALL_KEYS = {"call": int, "message_index": int, "level": (str, type(None)), "forced": bool,
+                  "tokens_sent": int, "tokens_without": int, "cutoff": (int, type(None))}
+
+
+def _check_types(obj: dict[str, Any], schema: dict[str, Any]) -> None:
+    for key, kind in schema.items():
+        assert key in obj, key
+        assert isinstance(obj[key], kind), (key, obj[key])
+
+
+def test_replay_json_schema_and_files_on_disk(tmp_path: Path) -> None:
+    run = SAMPLE_DIR / "django__django-16502.jsonl.gz"
+    result = run_cli("replay", str(run), "--threshold", "8", "--keep", "6", "--json", "--out", "out",
+                     cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["command"] == "replay" and doc["samples"] is False
+    assert doc["config"] == {
+        "summary_threshold": 8.0, "summary_keep_messages": 6, "summary_tool_result_token_limit": 300,
+        "summary_l2_trigger_ratio": 0.4, "threshold_tokens": 8192, "l2_threshold_tokens": 3276,
+    }
+    assert doc["estimator"] == "approx" and doc["summarizer"] == "extractive"
+    assert Path(doc["out"]) == (tmp_path / "out").resolve()
+    assert len(doc["runs"]) == 1
+    r = doc["runs"][0]
+    _check_types(r, {**JSON_RUN_KEYS, "calls": list})
+    _check_types(doc["total"], JSON_RUN_KEYS)
+    assert "calls" not in doc["total"]
+    for c in r["calls"]:
+        _check_types(c, JSON_CALL_KEYS)
+
+    messages = read_messages(run)
+    assistants = [i for i, m in enumerate(messages) if m.role == "assistant"]
+    assert [c["message_index"] for c in r["calls"]] == assistants
+    assert [c["call"] for c in r["calls"]] == list(range(1, len(assistants) + 1))
+    assert r["model_calls"] == len(assistants) and r["messages"] == len(messages)
+    assert r["tokens_sent_total"] == sum(c["tokens_sent"] for c in r["calls"])
+    assert r["tokens_sent_peak"] == max(c["tokens_sent"] for c in r["calls"])
+    assert r["l2_rounds"] == sum(c["level"] == "L2" for c in r["calls"]) == r["summary_calls"] > 1
+    for key in ("model_calls", "tokens_sent_total", "files_written", "summary_tokens"):
+        assert doc["total"][key] == r[key]
+
+    # files: what the JSON says is what is on disk, and the archives match the cutoffs
+    folder = tmp_path / "out" / r["name"] / "outputs"
+    on_disk = files_under(folder)
+    assert r["files_written"] == len(on_disk)
+    kinds = {k: v for k, v in r["files_by_kind"].items() if v}
+    assert kinds == {p.parent.name: sum(q.parent == p.parent for q in on_disk) for p in on_disk}
+    cutoffs = [c["cutoff"] for c in r["calls"] if c["level"] == "L2"]
+    assert cutoffs == sorted(cutoffs) and all(isinstance(c, int) for c in cutoffs)
+    ranges = []
+    for archive in sorted((folder / "conversation_history").iterdir()):
+        header, archived = read_history(archive.read_text(encoding="utf-8"))
+        assert len(archived) == header["count"]
+        ranges.append((header["start"], header["end"]))
+    # cutoffs are into the state without the system message; chained, no gaps, no overlaps
+    assert sorted(ranges) == list(zip([0, *cutoffs[:-1]], cutoffs, strict=True))
+
+
+def test_replay_plot_writes_a_png(tmp_path: Path) -> None:
+    result = run_cli("replay", "--plot", "tokens.png", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    png = tmp_path / "tokens.png"
+    data = png.read_bytes()
+    assert data[:8] == PNG_MAGIC
+    assert len(data) > 10_000  # three panels with lines, not an empty canvas
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    assert width > 500 and height > 500
+    assert "Plot written to tokens.png" in result.stdout
+
+
+def test_replay_folder_of_runs_and_plot_aggregate(tmp_path: Path, trajectories_dir: Path) -> None:
+    """A folder means every run in it; more than six runs give one aggregate panel."""
+    runs = sorted(trajectories_dir.glob("*.jsonl.gz"), key=lambda p: p.stat().st_size)[:7]
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for p in runs:
+        shutil.copy(p, folder / p.name)
+    (folder / "notes.txt").write_text("not a run", encoding="utf-8")  # ignored: not a run file
+    result = run_cli("replay", "runs", "--threshold", "4", "--json", "--plot", "agg.png", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert [r["name"] for r in doc["runs"]] == sorted(p.name.removesuffix(".jsonl.gz") for p in runs)
+    for r, p in zip(doc["runs"], sorted(runs), strict=True):
+        o = library_replay(p, 4)
+        assert r["tokens_sent_total"] == sum(o["sent"])
+        assert r["tokens_without_total"] == sum(o["without"])
+        assert (r["l1_rounds"], r["l2_rounds"]) == (o["l1"], o["l2"])
+    assert (tmp_path / "agg.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_console_script(tmp_path: Path) -> None:
+    """The ``ars`` console script (installed by ``pip install -e .``) is the same command."""
+    script = shutil.which("ars") or shutil.which("ars", path=str(Path(sys.executable).parent))
+    if script is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("the ars console script is not installed")
+        pytest.skip("the ars console script is not installed (pip install -e .)")
+    run = str(SAMPLE_DIR / "sphinx-doc__sphinx-8459.jsonl.gz")
+    args = ["replay", run, "--threshold", "16", "--json"]
+    installed = subprocess.run([script, *args], cwd=tmp_path, capture_output=True, text=True,
+                               timeout=300, check=False)
+    assert installed.returncode == 0, installed.stderr
+    module = run_cli(*args, cwd=tmp_path)
+    a, b = json.loads(installed.stdout), json.loads(module.stdout)
+    for doc in (a, b):
+        for r in doc["runs"]:
+            r.pop("seconds")
+        doc["total"].pop("seconds")
+    assert a == b
+
+
+def test_replay_with_tiktoken_estimator(tmp_path: Path) -> None:
+    run = SAMPLE_DIR / "django__django-16502.jsonl.gz"
+    result = run_cli("replay", str(run), "--estimator", "o200k", "--threshold", "16", "--json",
+                     cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["estimator"] == "tiktoken:o200k_base"
+    messages = read_messages(run)
+    est = TiktokenEstimator("o200k_base")
+    # the first request is the system message plus the task: counted exactly by o200k
+    assert doc["runs"][0]["calls"][0]["tokens_without"] == est.count(messages[1:2], system=messages[0])
+
+
+# ------------------------------------------------------------------ estimate
+
+
+def test_estimate_counts_per_estimator(tmp_path: Path) -> None:
+    result = run_cli("estimate", *map(str, SAMPLES), "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["estimators"] == ["approx", "tiktoken:o200k_base", "tiktoken:cl100k_base"]
+    assert doc["reference"] == "tiktoken:o200k_base"
+    o200k, cl100k = TiktokenEstimator("o200k_base"), TiktokenEstimator("cl100k_base")
+    for row, path in zip(doc["files"], SAMPLES, strict=True):
+        messages = read_messages(path)
+        assert row["messages"] == len(messages)
+        assert row["tokens"] == {
+            "approx": ApproxEstimator().count(messages),
+            "tiktoken:o200k_base": o200k.count(messages),
+            "tiktoken:cl100k_base": cl100k.count(messages),
+        }
+        ref = row["tokens"]["tiktoken:o200k_base"]
+        assert row["error_vs_o200k"]["approx"] == pytest.approx((row["tokens"]["approx"] - ref) / ref, abs=1e-4)
+        assert abs(row["error_vs_o200k"]["approx"]) < 0.15
+
+    human = run_cli("estimate", str(SAMPLES[0]), cwd=tmp_path)
+    assert human.returncode == 0
+    assert "o200k" in human.stdout and SAMPLES[0].name.removesuffix(".jsonl.gz") in human.stdout
+
+
+# ------------------------------------------------------------------ bad input
+
+
+def _write(path: Path, data: bytes | str) -> Path:
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    path.write_bytes(data)
+    return path
+
+
+def _bad_inputs(tmp: Path) -> dict[str, tuple[Sequence[str], str]]:
+    """name -> (arguments, a phrase the error line must contain)."""
+    orphan = [{"role": "user", "content": "hi"},
+              {"role": "tool", "tool_call_id": "call_1", "name": "bash", "content": "out"}]
+    _write(tmp / "orphan.jsonl", "\n".join(json.dumps(m) for m in orphan))
+    _write(tmp / "prose.txt", "Dear diary, today I compressed a context window.\n")
+    _write(tmp / "object.json", json.dumps({"hello": "world"}))
+    _write(tmp / "binary.jsonl", b"\xff\xfe\x00garbage")
+    _write(tmp / "truncated.jsonl.gz", gzip.compress(b'{"role": "user", "content": "x"}\n')[:20])
+    _write(tmp / "badrole.jsonl", json.dumps({"role": "wizard", "content": "x"}))
+    _write(tmp / "empty.jsonl", "")
+    (tmp / "emptydir").mkdir(exist_ok=True)
+    good = str(SAMPLE_DIR / "django__django-16502.jsonl.gz")
+    return {
+        "missing file": (["replay", "nope.jsonl"], "no such file"),
+        "orphan tool message": (["replay", "orphan.jsonl"], "answers no earlier tool call"),
+        "not a transcript (prose)": (["replay", "prose.txt"], "invalid JSON"),
+        "not a transcript (object)": (["replay", "object.json"], "role"),
+        "not UTF-8": (["replay", "binary.jsonl"], "UTF-8"),
+        "corrupt gzip": (["replay", "truncated.jsonl.gz"], "gzip"),
+        "unknown role": (["replay", "badrole.jsonl"], "role"),
+        "empty file": (["replay", "empty.jsonl"], "empty"),
+        "folder without runs": (["replay", "emptydir"], "no recorded runs"),
+        "directory as a file to estimate": (["estimate", "emptydir"], "no recorded runs"),
+        "estimate orphan": (["estimate", "orphan.jsonl"], "answers no earlier tool call"),
+        "negative threshold": (["replay", good, "--threshold", "-1"], "summary_threshold"),
+        "threshold not a number": (["replay", good, "--threshold", "lots"], "--threshold"),
+        "ratio above 1": (["replay", good, "--ratio", "1.5"], "summary_l2_trigger_ratio"),
+        "keep zero": (["replay", good, "--keep", "0"], "summary_keep_messages"),
+        "tool limit zero": (["replay", good, "--tool-limit", "0"], "summary_tool_result_token_limit"),
+        "unknown estimator": (["replay", good, "--estimator", "nope"], "nope"),
+        "unknown summarizer": (["replay", good, "--summarizer", "nope"], "nope"),
+        "unknown chat model provider": (["replay", good, "--summarizer", "nosuchprovider:model-x"],
+                                        "nosuchprovider:model-x"),
+        "plot into a missing folder": (["replay", good, "--plot", "no/such/dir/x.png"], "does not exist"),
+        "unknown option": (["replay", good, "--frobnicate"], "--frobnicate"),
+        "unknown command": (["compress"], "compress"),
+        "estimate without files": (["estimate"], "required"),
+    }
+
+
+@pytest.fixture(scope="module")
+def bad_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("bad")
+
+
+@pytest.mark.parametrize("case", [
+    "missing file", "orphan tool message", "not a transcript (prose)", "not a transcript (object)",
+    "not UTF-8", "corrupt gzip", "unknown role", "empty file", "folder without runs",
+    "directory as a file to estimate", "estimate orphan", "negative threshold",
+    "threshold not a number", "ratio above 1", "keep zero", "tool limit zero", "unknown estimator",
+    "unknown summarizer", "unknown chat model provider", "plot into a missing folder",
+    "unknown option", "unknown command", "estimate without files",
+])
+def test_bad_input_gives_one_clear_line(case: str, bad_dir: Path) -> None:
+    args, phrase = _bad_inputs(bad_dir)[case]
+    result = run_cli(*args, cwd=bad_dir)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr and "Traceback" not in result.stdout
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("ars: error: ")
+    assert phrase.lower() in lines[0].lower()
+    assert result.stdout == ""
+    assert not (bad_dir / "ars-out").exists()  # nothing replayed, nothing written
+
+
+def test_ratio_below_recommended_range_warns_in_one_line(tmp_path: Path) -> None:
+    run = str(SAMPLE_DIR / "django__django-16502.jsonl.gz")
+    result = run_cli("replay", run, "--ratio", "0.05", "--threshold", "16", cwd=tmp_path)
+    assert result.returncode == 0
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("ars: warning:") and "0.05" in lines[0]
+
+
+def test_no_command_prints_help_and_fails(tmp_path: Path) -> None:
+    result = run_cli(cwd=tmp_path)
+    assert result.returncode == 2
+    assert "replay" in result.stderr and "estimate" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_help_exits_zero(tmp_path: Path) -> None:
+    result = run_cli("replay", "--help", cwd=tmp_path)
+    assert result.returncode == 0
+    for option in ("--threshold", "--keep", "--tool-limit", "--ratio", "--estimator", "--summarizer",
+                   "--out", "--plot", "--json"):
+        assert option in result.stdout
+    assert re.search(r"default\s+10\b", result.stdout)  # summary_keep_messages default shown
+
+
+# ------------------------------------------------------------------ the chat-model summarizer wiring
+
+
+def test_chat_model_summarizer_calls_the_model_unstreamed() -> None:
+    """``--summarizer provider:model`` wraps a LangChain chat model; here a fake one (no network)."""
+    pytest.importorskip("langchain_core")
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    from ars_core.cli import ChatModelSummarizer
+
+    seen: list[Any] = []
+
+    class Recording(GenericFakeChatModel):
+        def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+            seen.append((input, config))
+            return super().invoke(input, config, **kwargs)
+
+    reply = AIMessage(content=" the summary ", usage_metadata={"input_tokens": 120, "output_tokens": 7,
+                                                                "total_tokens": 127})
+    model = Recording(messages=iter([reply]))
+    summarizer = ChatModelSummarizer(model, "fake:model")
+    history = [Message(role="user", content="fix the bug in setup.py")]
+    result = summarizer.summarize(history, "Summarize:\n{messages}")
+    assert result.text == "the summary"
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (120, 7)
+    prompt, config = seen[0]
+    assert "fix the bug in setup.py" in prompt and prompt.startswith("Summarize:")
+    assert "nostream" in config["tags"]
