@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -43,6 +44,8 @@ Tools = Sequence[Any]
 
 #: tokens a provider adds around each message (role, separators)
 MESSAGE_OVERHEAD = 4
+#: conversations whose running totals an estimator remembers
+MEMO_SLOTS = 64
 #: tokens charged for a non-text part (an image at default detail)
 NON_TEXT_PART_TOKENS = 765
 
@@ -89,8 +92,9 @@ class CachingEstimator:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._seq: list[Message] = []
-        self._cum: list[int] = [0]
+        # remembered histories (message objects, running totals), one per conversation,
+        # keyed by the identity of their first message; least recently used dropped
+        self._memos: OrderedDict[int, tuple[list[Message], list[int]]] = OrderedDict()
         self._tools_cache: tuple[int, int, int] | None = None
 
     @property
@@ -130,14 +134,26 @@ class CachingEstimator:
     def count_history(self, messages: Sequence[Message]) -> int:
         """Tokens of an append-only history, incremental over the last one counted.
 
-        The estimator remembers the last history and its running totals; when
-        the next one holds the same message objects at its first, middle and
-        last remembered positions it is taken as an extension, and only the
-        appended messages are counted. Use :meth:`count_messages` for
-        sequences that are not histories.
+        The estimator remembers the last histories it counted (one per first
+        message, so several conversations sharing an estimator do not evict
+        each other) with their running totals; when the next one holds the
+        same message objects at its first, middle and last remembered
+        positions it is taken as an extension, and only the appended messages
+        are counted. Use :meth:`count_messages` for sequences that are not
+        histories.
         """
+        if not messages:
+            return 0
         with self._lock:
-            seq, cum = self._seq, self._cum
+            key = id(messages[0])
+            memo = self._memos.get(key)
+            if memo is None:
+                memo = self._memos[key] = ([], [0])
+                if len(self._memos) > MEMO_SLOTS:
+                    self._memos.popitem(last=False)
+            else:
+                self._memos.move_to_end(key)
+            seq, cum = memo
             n_prev = len(seq)
             n = len(messages)
             mid = n_prev // 2

@@ -614,3 +614,29 @@ def test_r33_events_map_to_sse_frames() -> None:
         assert lines[1].startswith("data: ") and frame.endswith("\n\n")
         assert json.loads(lines[1][6:]) == event.to_dict()
     assert json.loads(frames[1].split("\n")[1][6:])["phase"] == "completed"
+
+
+class TestCompact:
+    """`compact` builds the view without a model call (memories whose caller calls the model)."""
+
+    def test_r4_forced_compact_runs_l2_without_calling_a_model(self) -> None:
+        state = long_history(4)  # below T
+        emitter = RecordingEmitter()
+        out = Compressor(small_config(), summarizer=FakeSummarizer("S"), emitter=emitter).compact(
+            state, force=True
+        )
+        assert out.response is None and out.forced
+        assert list(out.view) == [out.update.event.summary_message, *state[4:]]
+        assert emitter.phases == [("started", "L2"), ("completed", "L2")]
+
+    def test_r1_compact_below_threshold_changes_nothing(self) -> None:
+        state = long_history(2)
+        out = Compressor(small_config()).compact(state)
+        assert out.view == state and out.update is None and out.events == ()
+
+    @pytest.mark.anyio
+    async def test_acompact_matches_compact(self) -> None:
+        state = long_history(8)
+        sync = Compressor(small_config(), summarizer=FakeSummarizer("S")).compact(state)
+        async_ = await Compressor(small_config(), summarizer=FakeSummarizer("S")).acompact(state)
+        assert snapshot(list(sync.view)) == snapshot(list(async_.view))

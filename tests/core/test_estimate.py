@@ -129,3 +129,23 @@ class TestCaching:
         assert est.count_history(a) == est.count_messages(a)
         assert est.count_history(b) == est.count_messages(b)
         assert est.count_history(a[:5]) == est.count_messages(a[:5])
+
+
+def test_count_history_keeps_one_memo_per_conversation() -> None:
+    """Two conversations sharing an estimator each stay incremental."""
+    est = CountingEstimator()
+    a = [Message(role="user", content=f"a {i}") for i in range(200)]
+    b = [Message(role="user", content=f"b {i}") for i in range(200)]
+    est.count_history(a)
+    est.count_history(b)
+    for m in a + b:
+        m._cache.clear()
+    est.texts = 0
+    a2 = [*a, Message(role="user", content="a new")]
+    b2 = [*b, Message(role="user", content="b new")]
+    assert est.count_history(a2) == est.count_messages(a2)
+    assert est.count_history(b2) == est.count_messages(b2)
+    est.texts = 0
+    est.count_history([*a2, Message(role="user", content="x")])
+    est.count_history([*b2, Message(role="user", content="y")])
+    assert est.texts == 2
