@@ -54,6 +54,7 @@ class RunOutput:
     """Everything one run streamed."""
 
     items: list[Any] = field(default_factory=list)
+    error: BaseException | None = None
 
     @property
     def custom(self) -> list[Any]:
@@ -102,8 +103,11 @@ class Runner:
             runs = []
             for turn in turns:
                 out = RunOutput()
-                for item in agent.stream(turn, config, context=context, stream_mode=STREAM_MODES):
-                    out.items.append(item)
+                try:
+                    for item in agent.stream(turn, config, context=context, stream_mode=STREAM_MODES):
+                        out.items.append(item)
+                except Exception as exc:
+                    out.error = exc
                 runs.append(out)
             snapshot = agent.get_state(config)
             history = list(agent.get_state_history(config))
@@ -116,8 +120,11 @@ class Runner:
             runs = []
             for turn in turns:
                 out = RunOutput()
-                async for item in agent.astream(turn, config, context=context, stream_mode=STREAM_MODES):
-                    out.items.append(item)
+                try:
+                    async for item in agent.astream(turn, config, context=context, stream_mode=STREAM_MODES):
+                        out.items.append(item)
+                except Exception as exc:
+                    out.error = exc
                 runs.append(out)
             snapshot = await agent.aget_state(config)
             history = [s async for s in agent.aget_state_history(config)]

@@ -18,8 +18,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ars_core import ApproxEstimator, FsspecBackend, SummaryConfig, encode_sse, read_history
-from ars_core.l1 import fit_preview, offload_body, sha256_text, truncation_marker
-from ars_core.messages import message_from_dict
+from ars_core.l1 import offload_body, sha256_text, truncation_marker
+from ars_core.messages import message_from_dict, message_to_dict
 from ars_core.testing import FailingBackend
 from ars_langchain import ArsSummarizationMiddleware, from_core, to_core
 from ars_langchain.testing import FakeToolChatModel, tool_call
@@ -71,6 +71,15 @@ def assert_frames(result: Result, run: int, expected_events: list[dict[str, Any]
     assert parsed[-1] == ("end", "{}")
 
 
+def preview_of(content: str, head: str, original: str) -> str:
+    """The preview after ``head`` in a trimmed/offloaded body; checks it is a
+    non-empty proper prefix of ``original`` (its exact length is the core's budget)."""
+    assert content.startswith(head), content[:200]
+    preview = content[len(head):]
+    assert preview and original.startswith(preview) and len(preview) < len(original)
+    return preview
+
+
 def strip_volatile(event: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in event.items() if k not in ("round_id", "timestamp")}
 
@@ -119,7 +128,7 @@ def test_r2_r11_r12_r14_l1_only_trims_view_and_keeps_state(runner: Runner, threa
         AIMessage(content="finished", id="ai-2"),
     ])
     backend = FsspecBackend(f"memory://r2-{thread_id}")
-    config = SummaryConfig(summary_threshold=1, summary_l2_trigger_ratio=0.9, summary_tool_result_token_limit=100)
+    config = SummaryConfig(summary_threshold=1, summary_l2_trigger_ratio=0.9, summary_tool_result_token_limit=200)
     mw = ArsSummarizationMiddleware(config, backend=backend)
     result = runner.run(build_agent(model, mw), [{"messages": [HumanMessage("build it", id="h-1")]}],
                         cfg(thread_id))
@@ -135,7 +144,9 @@ def test_r2_r11_r12_r14_l1_only_trims_view_and_keeps_state(runner: Runner, threa
     est = ApproxEstimator()
     path = f"outputs/large_tool_results/big_output-{sha256_text(big_text)}.txt"
     tokens = est.count_text(big_text)
-    preview = fit_preview(est, big_text, 100, offload_body(path, big_text, "", tokens) + "\nPreview:\n")
+    sent_tool = model.main_calls[1][4]
+    preview = preview_of(sent_tool.content, offload_body(path, big_text, "", tokens) + "\nPreview:\n", big_text)
+    assert est.count_text(sent_tool.content) <= 200
     expected_tool = ToolMessage(
         content=offload_body(path, big_text, preview, tokens), id=tool_b.id, name="big_output",
         tool_call_id="call-b", response_metadata={"ars": {"ars_offloaded": path}},
@@ -307,3 +318,83 @@ def test_r20_r27_r40_r41_l2_summary_event_and_files(runner: Runner, thread_id: s
     assert usages[0] == {"usage_metadata": answer_usage, "estimated_tokens": events[1]["tokens_after"],
                          "view_messages": 3}
     assert mw.last_usage(thread_id) == usages[-1]
+
+
+# --------------------------------------------------------------------- 6. overflow tail trim
+
+
+def test_r4_r22_r43_overflow_forces_l2_and_persists_tail_trim(runner: Runner, thread_id: str) -> None:
+    """R4: the model raises langchain-core's ContextOverflowError below the entry
+    threshold -> forced L1 + L2; `started` is emitted only when L2 begins. R22/R43:
+    the kept tail still exceeds capacity, so the huge kept message is trimmed in the
+    view, its original saved to a file, and the trimmed form is persisted as a
+    `messages` update that replaces it *by id* - the next checkpoint matches what
+    was sent. The model is then called again and succeeds."""
+    seed: list[Any] = [
+        HumanMessage(prose("task", 20), id="m-0"), AIMessage(prose("plan", 20), id="m-1"),
+        HumanMessage(prose("more", 20), id="m-2"), AIMessage(prose("ack", 20), id="m-3"),
+        HumanMessage(prose("paste", 1500), id="m-4"),
+    ]
+    model = FakeToolChatModel([AIMessage("SUMMARY-TEXT short", id="s"), AIMessage("final", id="ai-f")],
+                              overflow_above=4000)
+    backend = FsspecBackend(f"memory://r43-{thread_id}")
+    config = SummaryConfig(summary_threshold=4, summary_keep_messages=2)
+    mw = ArsSummarizationMiddleware(config, backend=backend)
+    result = runner.run(build_agent(model, mw), [{"messages": seed}], cfg(thread_id))
+    assert result.runs[0].error is None
+
+    event = result.state["_summarization_event"]
+    assert event["cutoff"] == 3
+    # the trimmed message: id, role kept; text -> frame + preview; original in a file
+    record = json.dumps(message_to_dict(to_core(seed[4])), ensure_ascii=False, default=str)
+    path = f"outputs/trimmed_messages/user-{sha256_text(record)}.json"
+    frame = (f"[ARS: this message was trimmed to fit the context window; the full message "
+             f"({len(record)} characters) is saved at {path}.]\nPreview:\n")
+    preview = preview_of(result.state["messages"][4].content, frame, seed[4].text)
+    trimmed = HumanMessage(frame + preview, id="m-4", response_metadata={"ars": {"ars_trimmed": path}})
+
+    state = result.state["messages"]
+    assert state == [*seed[:4], trimmed, AIMessage("final", id="ai-f")]  # R43: replaced by id, in place
+    summary_lc = from_core(message_from_dict(event["summary_message"]))
+    sys = SystemMessage(SYSTEM)
+    assert model.main_calls == [[sys, *seed], [sys, summary_lc, seed[3], trimmed]]
+    assert state[event["cutoff"]:5] == model.main_calls[1][2:]  # checkpoint == what was sent
+
+    stored = files(backend.scoped(thread_id))
+    assert set(stored) == {path, event["file_path"]}
+    assert stored[path] == record
+    assert from_core(message_from_dict(json.loads(stored[path]))) == seed[4]  # nothing lost
+    _, archived = read_history(stored[event["file_path"]])
+    assert [from_core(m) for m in archived] == seed[:3]
+
+    events = result.runs[0].compression
+    assert [(e["phase"], e["level"], e["forced"]) for e in events] == [("started", "L2", True),
+                                                                       ("completed", "L2", True)]
+    assert events[1]["cutoff"] == 3 and events[1]["file_path"] == event["file_path"]
+    assert events[1]["tokens_after"] <= int(config.l2_threshold_tokens) < events[0]["tokens_before"]
+    assert_frames(result, 0, events)
+
+
+def test_r42_no_valid_cutoff_overflow_propagates_with_failed(runner: Runner, thread_id: str) -> None:
+    """R42/R32: above the threshold with nothing L2 can cut (one huge message), the
+    L1 view is sent; it still overflows, so the error propagates from the graph,
+    `failed` follows `started`, and no event is persisted."""
+    seed = [HumanMessage(prose("paste", 1500), id="m-0")]
+    model = FakeToolChatModel([AIMessage("never")], overflow_above=4000)
+    backend = FsspecBackend(f"memory://r42-{thread_id}")
+    mw = ArsSummarizationMiddleware(SummaryConfig(summary_threshold=1, summary_keep_messages=2), backend=backend)
+    result = runner.run(build_agent(model, mw), [{"messages": seed}], cfg(thread_id))
+
+    from langchain_core.exceptions import ContextOverflowError
+
+    assert isinstance(result.runs[0].error, ContextOverflowError)
+    assert model.main_calls == [[SystemMessage(SYSTEM), *seed]]
+    assert result.state["messages"] == seed
+    assert "_summarization_event" not in result.state
+    events = result.runs[0].compression
+    assert [(e["phase"], e["level"]) for e in events] == [("started", "L1"), ("failed", "L1")]
+    assert events[1]["error"].startswith("ContextOverflowError: prompt is too long")
+    assert files(backend.scoped(thread_id)) == {}
+    frames = result.runs[0].frames
+    assert [f for f in frames if f.startswith("event: context_compression")] == [
+        encode_sse(e, id=f"{e['round_id']}:{e['phase']}") for e in events]
