@@ -47,6 +47,7 @@ import attrs
 
 from . import __version__
 from .config import SummaryConfig
+from .engine import CallOutcome, Compressor
 from .errors import ArsError, PluginError
 from .estimate import ApproxEstimator, Estimator, message_tokens
 from .files import FileBackend, FsspecBackend
@@ -432,6 +433,7 @@ def replay_messages(
     backend: FileBackend | None = None,
     name: str = "run",
     source: str = "",
+    on_call: Callable[[CallOutcome, Message | None], None] | None = None,
 ) -> RunReport:
     """Replay one recorded run through a fresh :class:`~ars_core.engine.Compressor`.
 
@@ -439,10 +441,10 @@ def replay_messages(
     leading system message goes in ``system=``); the recorded assistant
     message is the model's reply. The outcome's state update (new event,
     replaced tail messages) is applied before the reply is appended, as an
-    adapter would persist it. Token figures are ``estimator``'s.
+    adapter would persist it. Token figures are ``estimator``'s. ``on_call``
+    receives every call's outcome and the system message (benchmarks count
+    the views with their own tokenizer).
     """
-    from .engine import Compressor
-
     est = estimator or ApproxEstimator()
     recording = _RecordingBackend(
         backend if backend is not None else FsspecBackend("memory://ars-replay")
@@ -501,6 +503,8 @@ def replay_messages(
                         cutoff=cutoff,
                     )
                 )
+                if on_call is not None:
+                    on_call(outcome, system)
             state.append(message)
             without += message_tokens(est, message)
     report.seconds = time.perf_counter() - started
