@@ -3,20 +3,23 @@
 * ``BaseChatStore`` (``SimpleChatStore``, the Redis/Postgres integrations...):
   a sync API with ``a*`` twins.
 * ``AsyncDBChatStore`` (``SQLAlchemyChatStore`` on SQLite or PostgreSQL, what
-  llama-index-core 0.14 ships and what its ``Memory`` uses): async only; the
-  sync methods run it with ``llama_index.core.async_utils.asyncio_run``, as
-  LlamaIndex's own ``Memory`` does. Prefer the async methods with such a
-  store (agents use them).
+  llama-index-core 0.14 ships and what its ``Memory`` uses): async only. The
+  sync methods run its coroutines on one private event loop in a daemon
+  thread, so the store's engine (whose connections belong to the loop that
+  opened them, asyncpg's strictly) always sees the same loop. Use either the
+  sync or the async methods with one store object, not both: an async engine
+  cannot serve two event loops.
 
 Messages of every status are read: ARS never archives or deletes rows.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
-from llama_index.core.async_utils import asyncio_run
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.storage.chat_store import BaseChatStore
 from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore
@@ -26,8 +29,23 @@ __all__ = ["ChatStoreAdapter"]
 T = TypeVar("T")
 
 
-def _run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio_run(coro)  # type: ignore[no-any-return]
+class _LoopThread:
+    """An event loop running in a daemon thread; ``run(coro)`` waits for the result."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    def _start(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="ars-chat-store", daemon=True).start()
+                self._loop = loop
+            return self._loop
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._start()).result()
 
 
 class ChatStoreAdapter:
@@ -41,6 +59,7 @@ class ChatStoreAdapter:
             )
         self.store = store
         self.is_async = isinstance(store, AsyncDBChatStore)
+        self._loop = _LoopThread()
 
     # ------------------------------------------------------------ async
 
@@ -79,25 +98,25 @@ class ChatStoreAdapter:
 
     def get(self, key: str) -> list[ChatMessage]:
         if isinstance(self.store, AsyncDBChatStore):
-            return _run(self.aget(key))
+            return self._loop.run(self.aget(key))
         # an in-memory store hands out its own objects: never let them be mutated
         return [m.model_copy(deep=True) for m in self.store.get_messages(key)]
 
     def add(self, key: str, messages: Sequence[ChatMessage]) -> None:
         if isinstance(self.store, AsyncDBChatStore):
-            _run(self.aadd(key, messages))
+            self._loop.run(self.aadd(key, messages))
             return
         for m in messages:  # a copy: the caller may mutate its object later
             self.store.add_message(key, m.model_copy(deep=True))
 
     def set(self, key: str, messages: Sequence[ChatMessage]) -> None:
         if isinstance(self.store, AsyncDBChatStore):
-            _run(self.aset(key, messages))
+            self._loop.run(self.aset(key, messages))
             return
         self.store.set_messages(key, [m.model_copy(deep=True) for m in messages])
 
     def delete(self, key: str) -> None:
         if isinstance(self.store, AsyncDBChatStore):
-            _run(self.adelete(key))
+            self._loop.run(self.adelete(key))
             return
         self.store.delete_messages(key)
