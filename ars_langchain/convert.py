@@ -25,6 +25,7 @@ its incremental ``count_history`` keep working.
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -263,6 +264,7 @@ class HistoryConverter:
         # is held so its id cannot be reused while the entry lives
         self._origin: dict[int, tuple[Message, BaseMessage]] = {}
         self.converted = 0  # messages converted so far (a cost counter tests read)
+        self.rewritten = False  # whether the last convert() saw an edit, not just an append
 
     def _convert_one(self, message: BaseMessage) -> Message:
         core = to_core(message)
@@ -275,13 +277,16 @@ class HistoryConverter:
             prev_lc, prev_core = self._lc, self._core
             n_prev, n = len(prev_lc), len(messages)
             keep = 0
-            if n_prev and n >= n_prev and all(
-                messages[i] is prev_lc[i] for i in (0, n_prev // 2, n_prev - 1)
-            ):
-                keep = n_prev  # the common case: same objects, history appended
+            # the common case: the same objects, history appended. Every position is
+            # checked (a C-speed identity scan) because a message may be replaced in
+            # the middle (R43 replaces by id; other middleware may remove messages).
+            if n_prev and n >= n_prev and all(map(operator.is_, messages[:n_prev], prev_lc)):
+                keep = n_prev
             else:  # a reload or an edit: reuse the longest equal prefix
                 limit = min(n, n_prev)
                 while keep < limit and _same(messages[keep], prev_lc[keep]):
+                    if messages[keep] is not prev_lc[keep]:  # map back to the current object
+                        self._origin[id(prev_core[keep])] = (prev_core[keep], messages[keep])
                     keep += 1
             core = prev_core[:keep] + [self._convert_one(m) for m in messages[keep:]]
             if keep < n_prev:  # forget conversions that are no longer part of the history
@@ -289,6 +294,7 @@ class HistoryConverter:
                 for c in prev_core[keep:]:
                     if id(c) not in live:
                         self._origin.pop(id(c), None)
+            self.rewritten = keep < n_prev
             self._lc = list(messages)
             self._core = core
             return list(core)

@@ -372,6 +372,13 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
                 session.tools_key = tools_key
             event, system, tools = session.event, session.system, session.tools
         messages = session.converter.convert(request.messages)
+        if session.converter.rewritten:
+            # the core's incremental count_history samples a few positions to detect an
+            # extension; after an edit in the middle, make it recount (per-message counts
+            # stay cached on the unchanged messages, so this is cheap)
+            count_history = getattr(session.compressor.estimator, "count_history", None)
+            if count_history is not None:
+                count_history([])
         scope = _config_value(context, SCOPE_FIELDS[0]) or thread
         backend = self._resolver.resolve(runtime, str(scope))
         return _Call(session=session, messages=messages, event=event, system=system, tools=tools,

@@ -1,0 +1,206 @@
+"""Message conversion LangChain <-> core (lossless), its incremental cache, the
+overflow classifier (R4) and configuration from the runtime context (R35, R50)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+from langchain_core.exceptions import ContextOverflowError
+from langchain_core.messages import (
+    AIMessage,
+    ChatMessage,
+    FunctionMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+
+from ars_core import ConfigError, ContentPart, FsspecBackend, Message, SummaryConfig, ToolCall
+from ars_core.messages import message_from_dict, message_to_dict
+from ars_langchain import ArsSummarizationMiddleware, HistoryConverter, from_core, is_overflow_error, to_core
+from ars_langchain.testing import FakeToolChatModel, tool_call
+from tests.langchain.helpers import build_agent, prose
+
+IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+SAMPLES: list[Any] = [
+    SystemMessage("be brief", id="s"),
+    HumanMessage(["look at this", {"type": "text", "text": "and this", "cache_control": {"type": "ephemeral"}},
+                  IMAGE, {"type": "file", "source_type": "base64", "data": "AAAA", "mime_type": "application/pdf"}],
+                 id="h", name="alice", additional_kwargs={"x": 1}),
+    AIMessage(
+        [{"type": "reasoning", "reasoning": "think", "id": "r1"}, {"type": "text", "text": "calling"}],
+        id="a", tool_calls=[tool_call("search", {"q": "ars", "n": 3}, "c1"), tool_call("echo", {}, "c2")],
+        invalid_tool_calls=[{"type": "invalid_tool_call", "name": "bad", "args": "{oops", "id": "c3", "error": "json"}],
+        usage_metadata={"input_tokens": 10, "output_tokens": 5, "total_tokens": 15},
+        response_metadata={"model_name": "m", "finish_reason": "tool_calls"},
+        additional_kwargs={"tool_calls": [{"id": "c1", "function": {"name": "search", "arguments": "{}"}}]},
+    ),
+    ToolMessage("result one", id="t1", tool_call_id="c1", name="search", artifact={"rows": [1, 2]}, status="success"),
+    ToolMessage([{"type": "text", "text": "failed"}], id="t2", tool_call_id="c2", status="error"),
+    ChatMessage("from the critic", role="critic", id="c"),
+    FunctionMessage("fn out", name="legacy", id="f"),
+    HumanMessage("plain", response_metadata={"ars": {"ars_offloaded": "outputs/x.txt"}}, id="marked"),
+]
+
+
+@pytest.mark.parametrize("message", SAMPLES, ids=lambda m: f"{m.type}-{m.id}")
+def test_conversion_is_lossless(message: Any) -> None:
+    """ids, names, tool calls, invalid tool calls, additional_kwargs, response_metadata,
+    usage_metadata, artifacts, status and multimodal content blocks survive
+    LangChain -> core -> LangChain, and core -> JSON -> core (the history file format)."""
+    core = to_core(message)
+    assert from_core(core) == message
+    assert type(from_core(core)) is type(message)
+    if message.type != "tool" or message.artifact is None:
+        assert from_core(message_from_dict(message_to_dict(core))) == message
+
+
+def test_core_view_of_a_message() -> None:
+    core = to_core(SAMPLES[2])
+    assert core.role == "assistant" and core.id == "a"
+    assert core.tool_calls == (ToolCall("c1", "search", {"q": "ars", "n": 3}), ToolCall("c2", "echo", {}))
+    assert core.content[1] == ContentPart(type="text", text="calling")
+    assert core.content[0].text is None and core.content[0].data["reasoning"] == "think"
+    human = to_core(SAMPLES[1])
+    assert human.text == "look at this\nand this"
+    assert [p.type for p in human.content] == ["text", "text", "image_url", "file"]
+    tool = to_core(SAMPLES[3])
+    assert (tool.role, tool.name, tool.tool_call_id) == ("tool", "search", "c1")
+    assert to_core(SAMPLES[5]).role == "user" and to_core(SAMPLES[0]).role == "system"
+    # ARS markers live in response_metadata["ars"] and come back as core metadata
+    assert to_core(SAMPLES[-1]).metadata["ars_offloaded"] == "outputs/x.txt"
+
+
+def test_changed_tool_calls_drop_the_raw_provider_copy() -> None:
+    """When L1/R43 rewrite tool-call arguments, the provider's raw copy in
+    additional_kwargs must not resend the original."""
+    core = to_core(SAMPLES[2])
+    changed = Message(role=core.role, content=core.content, id=core.id,
+                      tool_calls=(ToolCall("c1", "search", {"q": "[truncated]"}), core.tool_calls[1]),
+                      metadata={**core.metadata, "ars_truncated_args": 1})
+    back = from_core(changed)
+    assert back.tool_calls[0]["args"] == {"q": "[truncated]"}
+    assert "tool_calls" not in back.additional_kwargs
+    assert back.response_metadata == {**SAMPLES[2].response_metadata, "ars": {"ars_truncated_args": 1}}
+    assert back.usage_metadata == SAMPLES[2].usage_metadata and back.id == "a"
+
+
+def test_summary_message_becomes_a_human_message() -> None:
+    summary = Message(role="user", content="S", id="ars-summary-4", metadata={"ars_summary": True, "ars_cutoff": 4})
+    assert from_core(summary) == HumanMessage("S", id="ars-summary-4",
+                                              response_metadata={"ars": {"ars_summary": True, "ars_cutoff": 4}})
+    assert to_core(from_core(summary)).metadata["ars_summary"] is True
+
+
+def test_history_conversion_is_incremental() -> None:
+    """Per-call overhead does not grow with history: a grown list converts only its
+    new messages and returns the same core objects for the old ones; a reloaded
+    (equal but new) list reuses them too; an edit reconverts from the edit on."""
+    conv = HistoryConverter()
+    msgs = [HumanMessage(f"m{i}", id=f"id{i}") for i in range(200)]
+    first = conv.convert(msgs)
+    assert conv.converted == 200
+    grown = [*msgs, AIMessage("new", id="new")]
+    second = conv.convert(grown)
+    assert conv.converted == 201
+    assert all(a is b for a, b in zip(first, second))
+    reloaded = [m.model_copy() for m in grown]  # a checkpoint reload: equal, not identical
+    third = conv.convert(reloaded)
+    assert conv.converted == 201 and all(a is b for a, b in zip(second, third))
+    edited = [*reloaded[:150], HumanMessage("edited", id="id150"), *reloaded[151:]]
+    fourth = conv.convert(edited)
+    assert conv.converted == 201 + 51
+    assert fourth[149] is third[149] and fourth[150].text == "edited"
+    # back() gives the original LangChain object for an unchanged core message
+    assert conv.back(fourth[3]) is reloaded[3] and conv.back(fourth[150]) is edited[150]
+
+
+def test_middleware_converts_only_new_messages_per_call() -> None:
+    """The whole middleware, over a 40-turn conversation on one thread: each call
+    converts only the messages it has not seen (about two per turn)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model = FakeToolChatModel([f"answer {i}" for i in range(40)])
+    mw = ArsSummarizationMiddleware(SummaryConfig(summary_threshold=1000), backend=FsspecBackend("memory://inc"))
+    agent = build_agent(model, mw)(InMemorySaver())
+    config = {"configurable": {"thread_id": "inc"}}
+    for i in range(40):
+        agent.invoke({"messages": [HumanMessage(f"q{i}", id=f"q{i}")]}, config)
+    (session,) = mw._sessions.values()
+    # each turn: the new question is converted; the previous answer too (it arrived via state)
+    assert session.converter.converted == 40 + 39
+    assert model.main_calls[-1][1:] == agent.get_state(config).values["messages"][:-1]
+
+
+@pytest.mark.parametrize("exc, expected", [
+    (ContextOverflowError("anything"), True),  # langchain-core's class
+    (type("BadRequestError", (Exception,), {"status_code": 400})(
+        "Error code: 400 - This model's maximum context length is 128000 tokens"), True),  # OpenAI
+    (type("BadRequestError", (Exception,), {"status_code": 400})("prompt is too long: 210000 tokens"), True),
+    (type("APIStatusError", (Exception,), {"status_code": 413})("request too large"), True),
+    (type("RateLimitError", (Exception,), {"status_code": 429})("too many tokens per minute"), False),
+    (ValueError("unrelated"), False),
+])
+def test_r4_overflow_classification(exc: BaseException, expected: bool) -> None:
+    """R4: which model errors start the forced path."""
+    assert is_overflow_error(exc) is expected
+
+
+def test_r4_overflow_found_in_the_cause_chain() -> None:
+    try:
+        try:
+            raise ContextOverflowError("too long")
+        except ContextOverflowError as inner:
+            raise RuntimeError("wrapped by a retry layer") from inner
+    except RuntimeError as outer:
+        assert is_overflow_error(outer)
+
+
+@dataclasses.dataclass
+class AgentContext:
+    """A Context schema with the five admin-only summary fields (R35)."""
+
+    user_id: str = "u"
+    summary_threshold: float | None = None
+    summary_keep_messages: int | None = None
+    summary_prompt: str | None = None
+    summary_tool_result_token_limit: int | None = None
+    summary_l2_trigger_ratio: float | None = None
+
+
+def test_r35_r50_config_comes_from_the_runtime_context() -> None:
+    """R35/R50: the Context's summary_* fields drive the middleware at run time
+    (here: a threshold low enough, and keep=1, to force L2 with cutoff 2); the
+    summary prompt comes from the Context as well."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model = FakeToolChatModel(["CTX-SUMMARY", "ok", "ok again"])
+    mw = ArsSummarizationMiddleware(backend=FsspecBackend("memory://ctx"))
+    agent = build_agent(model, mw, context_schema=AgentContext)(InMemorySaver())
+    ctx = AgentContext(summary_threshold=0.25, summary_keep_messages=1, summary_l2_trigger_ratio=0.5,
+                       summary_prompt="Summarize briefly:\n{messages}")
+    seed = [HumanMessage(prose("a", 100), id="a"), AIMessage(prose("b", 100), id="b"),
+            HumanMessage(prose("c", 100), id="c")]
+    config = {"configurable": {"thread_id": "ctx"}}
+    agent.invoke({"messages": seed}, config, context=ctx)
+    event = agent.get_state(config).values["_summarization_event"]
+    assert event["cutoff"] == 2
+    assert model.summary_calls[0][0].text.startswith("Summarize briefly:\n[user]\na: alpha")
+    # the same middleware with the default context: nothing happens at the default 100K
+    agent.invoke({"messages": [HumanMessage("q", id="q")]}, {"configurable": {"thread_id": "ctx2"}},
+                 context=AgentContext())
+    assert model.main_calls[-1][1:] == [HumanMessage("q", id="q")]
+
+
+def test_r35_invalid_context_values_are_rejected() -> None:
+    with pytest.raises(ConfigError, match="summary_keep_messages"):
+        ArsSummarizationMiddleware.from_context(AgentContext(summary_keep_messages=0))
+    with pytest.raises(ConfigError, match="summary_prompt"):
+        ArsSummarizationMiddleware.from_context({"summary_prompt": "no placeholder"})
+    mw = ArsSummarizationMiddleware.from_context(AgentContext(summary_threshold=8, summary_keep_messages=4))
+    assert mw.config == SummaryConfig(summary_threshold=8, summary_keep_messages=4)
+    sub = mw.for_subagent()
+    assert sub.config == mw.config and sub.name == mw.name == "SummarizationMiddleware"
+    assert sub._resolver is mw._resolver  # same backend (and scope cache) as the parent
