@@ -7,7 +7,8 @@ The middleware writes each :class:`~ars_core.CompressionEvent` as a plain dict
 agent's ``stream``/``astream`` output into server-sent events:
 
 * a compression event -> ``event: context_compression`` (R33);
-* a model token (``stream_mode="messages"``) -> ``event: token``;
+* a model token (``stream_mode="messages"``) -> ``event: token``; a tool
+  result on that stream -> ``event: tool``;
 * any other custom payload -> ``event: custom``;
 * a node update (``stream_mode="updates"``) -> ``event: update`` naming the node;
 * at the end, ``event: end``.
@@ -78,11 +79,20 @@ def chunk_to_sse(mode: str, chunk: Any, namespace: tuple[str, ...] = ()) -> str 
         text = getattr(message, "text", "")
         if not isinstance(text, str) or not text:
             return None
-        data: dict[str, Any] = {"content": text, "id": getattr(message, "id", None),
-                                "node": (metadata or {}).get("langgraph_node")}
+        kind = getattr(message, "type", "")
+        data: dict[str, Any] = {"content": text, "id": getattr(message, "id", None)}
+        if kind == "tool":  # a tool's result, not assistant output
+            event = "tool"
+            data["name"] = getattr(message, "name", None)
+            data["tool_call_id"] = getattr(message, "tool_call_id", None)
+        elif kind in ("ai", "AIMessageChunk"):
+            event = "token"
+            data["node"] = (metadata or {}).get("langgraph_node")
+        else:
+            return None
         if ns:
             data["namespace"] = ns
-        return sse_frame("token", data)
+        return sse_frame(event, data)
     if mode == "updates":
         if not isinstance(chunk, Mapping):
             return None
