@@ -168,6 +168,6 @@ class BackendResolver:
 
 
 def _is_backend(obj: Any) -> bool:
-    return all(callable(getattr(obj, name, None)) for name in ("write_text", "read_text", "exists")) or (
-        is_deepagents_backend(obj)
-    )
+    return all(
+        callable(getattr(obj, name, None)) for name in ("write_text", "read_text", "exists")
+    ) or (is_deepagents_backend(obj))

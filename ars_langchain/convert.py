@@ -63,8 +63,16 @@ _ROLE_OF_TYPE: dict[str, str] = {
     "function": "tool",
     "developer": "system",
 }
-_CHAT_ROLES: dict[str, str] = {"user": "user", "human": "user", "assistant": "assistant", "ai": "assistant",
-                               "system": "system", "developer": "system", "tool": "tool", "function": "tool"}
+_CHAT_ROLES: dict[str, str] = {
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "ai": "assistant",
+    "system": "system",
+    "developer": "system",
+    "tool": "tool",
+    "function": "tool",
+}
 _CLASS_OF_TYPE: dict[str, type[BaseMessage]] = {
     "human": HumanMessage,
     "ai": AIMessage,
@@ -101,7 +109,11 @@ def _part_to_core(block: Any) -> ContentPart:
         kind = str(block.get("type", "unknown"))
         text = block.get("text")
         if kind == "text" and isinstance(text, str):
-            return ContentPart(type="text", text=text, data={k: v for k, v in block.items() if k not in ("type", "text")})
+            return ContentPart(
+                type="text",
+                text=text,
+                data={k: v for k, v in block.items() if k not in ("type", "text")},
+            )
         return ContentPart(type=kind, data=dict(block))
     return ContentPart(type="unknown", data={"lc_value": block})
 
@@ -135,7 +147,11 @@ def _content_from_core(content: str | tuple[ContentPart, ...]) -> str | list[Any
 def _role(message: BaseMessage) -> str:
     if isinstance(message, ChatMessage):
         return _CHAT_ROLES.get(message.role, "user")
-    kind = message.type.removesuffix("MessageChunk").lower() if message.type.endswith("MessageChunk") else message.type
+    kind = (
+        message.type.removesuffix("MessageChunk").lower()
+        if message.type.endswith("MessageChunk")
+        else message.type
+    )
     return _ROLE_OF_TYPE.get(kind, "user")
 
 
@@ -170,7 +186,9 @@ def to_core(message: BaseMessage) -> Message:
         content=_content_to_core(message.content),
         id=message.id,
         name=name,
-        tool_calls=tuple(ToolCall(id=c.get("id") or "", name=c["name"], args=c.get("args") or {}) for c in calls),
+        tool_calls=tuple(
+            ToolCall(id=c.get("id") or "", name=c["name"], args=c.get("args") or {}) for c in calls
+        ),
         tool_call_id=tool_call_id,
         metadata=metadata,
     )
@@ -180,7 +198,9 @@ def _same_calls(core: Sequence[ToolCall], original: Sequence[Mapping[str, Any]])
     if len(core) != len(original):
         return False
     return all(
-        c.id == (o.get("id") or "") and c.name == o["name"] and dict(c.args) == dict(o.get("args") or {})
+        c.id == (o.get("id") or "")
+        and c.name == o["name"]
+        and dict(c.args) == dict(o.get("args") or {})
         for c, o in zip(core, original, strict=False)
     )
 

@@ -256,13 +256,16 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         return self._name
 
     @classmethod
-    def from_context(cls, context: Any, *, model: Any = None, **kwargs: Any) -> ArsSummarizationMiddleware:
+    def from_context(
+        cls, context: Any, *, model: Any = None, **kwargs: Any
+    ) -> ArsSummarizationMiddleware:
         """R50: build from a Context object's ``summary_*`` fields and the main model
         (``model=None``: the agent's current main model at call time)."""
         return cls(SummaryConfig.from_context(context), model=model, **kwargs)
 
-    def for_subagent(self, *, model: Any = None, config: SummaryConfig | None = None,
-                     name: str | None = None) -> ArsSummarizationMiddleware:
+    def for_subagent(
+        self, *, model: Any = None, config: SummaryConfig | None = None, name: str | None = None
+    ) -> ArsSummarizationMiddleware:
         """The middleware of a sub-agent (R36, R50): same config, backend, estimator
         and callbacks; the sub-agent's own main model summarizes unless ``model``
         is given. Runs with the parent's ``thread_id`` share the parent's file scope."""
@@ -322,8 +325,12 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         with self._sessions_lock:
             session = self._sessions.get(key)
             if session is None:
-                compressor = Compressor(config, estimator=self._new_estimator(), is_overflow=self.is_overflow,
-                                        **self.compressor_options)
+                compressor = Compressor(
+                    config,
+                    estimator=self._new_estimator(),
+                    is_overflow=self.is_overflow,
+                    **self.compressor_options,
+                )
                 session = _Session(compressor=compressor)
                 self._sessions[key] = session
                 while len(self._sessions) > self.max_sessions:
@@ -337,8 +344,9 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
     def _summarizer_for(self, request: ModelRequest[Any]) -> Any:
         if self.summarizer is not None:
             return self.summarizer
-        return ChatModelSummarizer(self.model if self.model is not None else request.model,
-                                   on_usage=self.on_summary_usage)
+        return ChatModelSummarizer(
+            self.model if self.model is not None else request.model, on_usage=self.on_summary_usage
+        )
 
     def _emit(self, event: CompressionEvent) -> None:
         if self.stream:
@@ -354,13 +362,15 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         session = self._session((thread, ns), config)
         with session.lock:
             # the event: reuse the parsed one while the stored dict is unchanged
-            raw = (request.state or {}).get(EVENT_KEY)
+            state: Mapping[str, Any] = request.state
+            raw = state.get(EVENT_KEY) if state else None
             if raw is not session.event_raw and raw != session.event_raw:
                 session.event = event_from_state(raw)
                 session.event_raw = raw
                 if session.event is not None:
-                    session.converter.remember(session.event.summary_message,
-                                               from_core(session.event.summary_message))
+                    session.converter.remember(
+                        session.event.summary_message, from_core(session.event.summary_message)
+                    )
             # system message and tool schemas (R3), cached while unchanged
             system_src = request.system_message
             if system_src is not session.system_src and system_src != session.system_src:
@@ -381,8 +391,16 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
                 count_history([])
         scope = _config_value(context, SCOPE_FIELDS[0]) or thread
         backend = self._resolver.resolve(runtime, str(scope))
-        return _Call(session=session, messages=messages, event=event, system=system, tools=tools,
-                     summarizer=self._summarizer_for(request), backend=backend, thread=thread)
+        return _Call(
+            session=session,
+            messages=messages,
+            event=event,
+            system=system,
+            tools=tools,
+            summarizer=self._summarizer_for(request),
+            backend=backend,
+            thread=thread,
+        )
 
     def _finish(self, call: _Call, outcome: CallOutcome) -> Any:
         response = outcome.response
@@ -404,18 +422,31 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         with call.session.lock:  # the next call reads this dict back from state
             call.session.event_raw = event_dict
             call.session.event = update.event
-            call.session.converter.remember(update.event.summary_message, from_core(update.event.summary_message))
+            call.session.converter.remember(
+                update.event.summary_message, from_core(update.event.summary_message)
+            )
         return ExtendedModelResponse(model_response=response, command=Command(update=values))
 
     def _record_usage(self, call: _Call, response: Any, outcome: CallOutcome) -> None:
         session = call.session
-        messages = getattr(response, "result", None) or ([response] if isinstance(response, AIMessage) else [])
-        usage = next((m.usage_metadata for m in reversed(messages)
-                      if isinstance(m, AIMessage) and m.usage_metadata), None)
+        messages = getattr(response, "result", None) or (
+            [response] if isinstance(response, AIMessage) else []
+        )
+        usage = next(
+            (
+                m.usage_metadata
+                for m in reversed(messages)
+                if isinstance(m, AIMessage) and m.usage_metadata
+            ),
+            None,
+        )
         if not usage:
             return
-        record = {"usage_metadata": dict(usage), "estimated_tokens": outcome.tokens_after,
-                  "view_messages": len(outcome.view)}
+        record = {
+            "usage_metadata": dict(usage),
+            "estimated_tokens": outcome.tokens_after,
+            "view_messages": len(outcome.view),
+        }
         session.last_usage = record
         with self._sessions_lock:
             self._last_usage[call.thread] = record
@@ -428,8 +459,11 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         if self.on_model_usage is not None:
             self.on_model_usage(record)
 
-    def _view(self, request: ModelRequest[Any], session: _Session, view: Sequence[Message]) -> ModelRequest[Any]:
-        return request.override(messages=session.converter.back_all(view))
+    def _view(
+        self, request: ModelRequest[Any], session: _Session, view: Sequence[Message]
+    ) -> ModelRequest[Any]:
+        messages: list[Any] = session.converter.back_all(view)
+        return request.override(messages=messages)
 
     # ------------------------------------------------------------ the hooks
 
@@ -444,8 +478,15 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             return handler(self._view(request, call.session, view))
 
         outcome = call.session.compressor.call(
-            call.messages, call_model, event=call.event, system=call.system, tools=call.tools,
-            summarizer=call.summarizer, backend=call.backend, emitter=self._emit, thread=call.thread,
+            call.messages,
+            call_model,
+            event=call.event,
+            system=call.system,
+            tools=call.tools,
+            summarizer=call.summarizer,
+            backend=call.backend,
+            emitter=self._emit,
+            thread=call.thread,
         )
         return self._finish(call, outcome)  # type: ignore[no-any-return]
 
@@ -460,7 +501,14 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             return await handler(self._view(request, call.session, view))
 
         outcome = await call.session.compressor.acall(
-            call.messages, call_model, event=call.event, system=call.system, tools=call.tools,
-            summarizer=call.summarizer, backend=call.backend, emitter=self._emit, thread=call.thread,
+            call.messages,
+            call_model,
+            event=call.event,
+            system=call.system,
+            tools=call.tools,
+            summarizer=call.summarizer,
+            backend=call.backend,
+            emitter=self._emit,
+            thread=call.thread,
         )
         return self._finish(call, outcome)  # type: ignore[no-any-return]

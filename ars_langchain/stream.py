@@ -103,8 +103,12 @@ def chunk_to_sse(mode: str, chunk: Any, namespace: tuple[str, ...] = ()) -> str 
     return None
 
 
-def sse_frames(stream: Iterable[Any], *, stream_mode: tuple[str, ...] | list[str] | str | None = None,
-               end: bool = True) -> Iterator[str]:
+def sse_frames(
+    stream: Iterable[Any],
+    *,
+    stream_mode: tuple[str, ...] | list[str] | str | None = None,
+    end: bool = True,
+) -> Iterator[str]:
     """SSE frames from ``agent.stream(..., stream_mode=[...])`` (sync)."""
     modes = (stream_mode,) if isinstance(stream_mode, str) else tuple(stream_mode or ())
     for item in stream:
@@ -116,9 +120,12 @@ def sse_frames(stream: Iterable[Any], *, stream_mode: tuple[str, ...] | list[str
         yield sse_frame("end", {})
 
 
-async def asse_frames(stream: AsyncIterable[Any], *,
-                      stream_mode: tuple[str, ...] | list[str] | str | None = None,
-                      end: bool = True) -> AsyncIterator[str]:
+async def asse_frames(
+    stream: AsyncIterable[Any],
+    *,
+    stream_mode: tuple[str, ...] | list[str] | str | None = None,
+    end: bool = True,
+) -> AsyncIterator[str]:
     """SSE frames from ``agent.astream(..., stream_mode=[...])``."""
     modes = (stream_mode,) if isinstance(stream_mode, str) else tuple(stream_mode or ())
     async for item in stream:

@@ -50,8 +50,13 @@ class ChatModelSummarizer:
     provider reports no usage, the usage is estimated with ``ApproxEstimator``.
     """
 
-    def __init__(self, model: Any, *, on_usage: Callable[[Usage], None] | None = None,
-                 tags: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        model: Any,
+        *,
+        on_usage: Callable[[Usage], None] | None = None,
+        tags: Sequence[str] = (),
+    ) -> None:
         self.model = model
         self.on_usage = on_usage
         self.tags = [TAG_NOSTREAM, SUMMARY_TAG, *tags]
@@ -64,8 +69,10 @@ class ChatModelSummarizer:
         text = response.text
         usage = usage_from_metadata(getattr(response, "usage_metadata", None))
         if usage is None:
-            usage = Usage(input_tokens=self._estimator.count_text(prompt),
-                          output_tokens=self._estimator.count_text(text))
+            usage = Usage(
+                input_tokens=self._estimator.count_text(prompt),
+                output_tokens=self._estimator.count_text(text),
+            )
         if self.on_usage is not None:
             self.on_usage(usage)
         return SummaryResult(text=text, usage=usage, model=_model_name(self.model))

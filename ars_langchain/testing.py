@@ -33,7 +33,9 @@ from pydantic import ConfigDict, Field, PrivateAttr
 __all__ = ["FakeToolChatModel", "RecordedCall", "message_chars", "tool_call"]
 
 # the tags of the invoke() in progress: the streaming path hands _stream no run manager
-_CALL_TAGS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("ars_fake_call_tags", default=None)
+_CALL_TAGS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "ars_fake_call_tags", default=None
+)
 
 
 def tool_call(name: str, args: dict[str, Any], id: str) -> dict[str, Any]:
@@ -114,25 +116,31 @@ class FakeToolChatModel(GenericFakeChatModel):
     def remaining(self) -> int:
         return len(self._script) - self._next
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> FakeToolChatModel:  # type: ignore[override]
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> FakeToolChatModel:
         return self
 
-    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AIMessage:  # type: ignore[override]
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AIMessage:
         token = _CALL_TAGS.set(list(ensure_config(config).get("tags") or []))
         try:
-            return super().invoke(input, config, **kwargs)  # type: ignore[return-value]
+            return super().invoke(input, config, **kwargs)
         finally:
             _CALL_TAGS.reset(token)
 
-    async def ainvoke(self, input: Any, config: RunnableConfig | None = None,  # type: ignore[override]
-                      **kwargs: Any) -> AIMessage:
+    async def ainvoke(
+        self,
+        input: Any,
+        config: RunnableConfig | None = None,
+        **kwargs: Any,
+    ) -> AIMessage:
         token = _CALL_TAGS.set(list(ensure_config(config).get("tags") or []))
         try:
-            return await super().ainvoke(input, config, **kwargs)  # type: ignore[return-value]
+            return await super().ainvoke(input, config, **kwargs)
         finally:
             _CALL_TAGS.reset(token)
 
-    def _reply(self, messages: list[BaseMessage], run_manager: CallbackManagerForLLMRun | None) -> AIMessage:
+    def _reply(
+        self, messages: list[BaseMessage], run_manager: CallbackManagerForLLMRun | None
+    ) -> AIMessage:
         tags = list(run_manager.tags) if run_manager is not None else list(_CALL_TAGS.get() or [])
         with self._lock:
             self._calls.append(RecordedCall(list(messages), tags))
@@ -143,7 +151,9 @@ class FakeToolChatModel(GenericFakeChatModel):
                         f"prompt is too long: {size} characters > {self.overflow_above} maximum"
                     )
             if self._next >= len(self._script):
-                raise RuntimeError(f"FakeToolChatModel: script exhausted after {self._next} replies")
+                raise RuntimeError(
+                    f"FakeToolChatModel: script exhausted after {self._next} replies"
+                )
             item = self._script[self._next]
             self._next += 1
         if isinstance(item, BaseException):
@@ -153,7 +163,9 @@ class FakeToolChatModel(GenericFakeChatModel):
         if isinstance(item, str):
             return AIMessage(content=item)
         if not isinstance(item, AIMessage):
-            raise TypeError(f"FakeToolChatModel: a reply must be an AIMessage or str, not {type(item).__name__}")
+            raise TypeError(
+                f"FakeToolChatModel: a reply must be an AIMessage or str, not {type(item).__name__}"
+            )
         return item
 
     def _generate(
@@ -176,8 +188,13 @@ class FakeToolChatModel(GenericFakeChatModel):
         text = message.content if isinstance(message.content, str) else ""
         tokens = [t for t in re.split(r"(\s)", text) if t] if text else []
         calls = [
-            {"name": c["name"], "args": json.dumps(c["args"], ensure_ascii=False), "id": c["id"], "index": i,
-             "type": "tool_call_chunk"}
+            {
+                "name": c["name"],
+                "args": json.dumps(c["args"], ensure_ascii=False),
+                "id": c["id"],
+                "index": i,
+                "type": "tool_call_chunk",
+            }
             for i, c in enumerate(message.tool_calls)
         ]
         if not tokens:
@@ -185,7 +202,9 @@ class FakeToolChatModel(GenericFakeChatModel):
         for i, token in enumerate(tokens):
             last = i == len(tokens) - 1
             chunk = AIMessageChunk(
-                content=token if isinstance(message.content, str) else (message.content if last else ""),
+                content=token
+                if isinstance(message.content, str)
+                else (message.content if last else ""),
                 id=message.id,
                 tool_call_chunks=calls if last else [],  # type: ignore[arg-type]
                 usage_metadata=message.usage_metadata if last else None,

@@ -35,29 +35,54 @@ class Context:
 @tool
 def grep_logs(pattern: str) -> str:
     """Search the service logs."""
-    return "".join(f"2026-11-30T09:{i % 60:02d} worker-{i} {pattern}: request served in {i} ms\n"
-                   for i in range(300))
+    return "".join(
+        f"2026-11-30T09:{i % 60:02d} worker-{i} {pattern}: request served in {i} ms\n"
+        for i in range(300)
+    )
 
 
 def main() -> None:
-    model = FakeToolChatModel([
-        AIMessage("", tool_calls=[tool_call("grep_logs", {"pattern": "latency"}, "call-1")]),
-        AIMessage("Latency is fine: at most 299 ms."),
-        AIMessage("The user asked about latency; logs show at most 299 ms."),  # ARS's summary call
-        AIMessage("Yes, nothing above 300 ms."),
-    ])
-    backend = FsspecBackend("memory://example")  # any fsspec URL: file:///srv/ars, s3://bucket/ars...
-    ars = ArsSummarizationMiddleware(backend=backend)  # config from the Context; summary by the main model
-    agent = create_agent(model, tools=[grep_logs], middleware=[ars], context_schema=Context,
-                         checkpointer=InMemorySaver(), system_prompt="You are an SRE assistant.")
+    model = FakeToolChatModel(
+        [
+            AIMessage("", tool_calls=[tool_call("grep_logs", {"pattern": "latency"}, "call-1")]),
+            AIMessage("Latency is fine: at most 299 ms."),
+            AIMessage(
+                "The user asked about latency; logs show at most 299 ms."
+            ),  # ARS's summary call
+            AIMessage("Yes, nothing above 300 ms."),
+        ]
+    )
+    backend = FsspecBackend(
+        "memory://example"
+    )  # any fsspec URL: file:///srv/ars, s3://bucket/ars...
+    ars = ArsSummarizationMiddleware(
+        backend=backend
+    )  # config from the Context; summary by the main model
+    agent = create_agent(
+        model,
+        tools=[grep_logs],
+        middleware=[ars],
+        context_schema=Context,
+        checkpointer=InMemorySaver(),
+        system_prompt="You are an SRE assistant.",
+    )
     config = {"configurable": {"thread_id": "demo"}}
     context = Context(user_id="u1")
     for text in ("How is latency?", "Sure? " + "Please double-check everything. " * 60):
-        for mode, chunk in agent.stream({"messages": [HumanMessage(text)]}, config, context=context,
-                                        stream_mode=["custom", "updates"]):
+        for mode, chunk in agent.stream(
+            {"messages": [HumanMessage(text)]},
+            config,
+            context=context,
+            stream_mode=["custom", "updates"],
+        ):
             if mode == "custom" and is_compression_event(chunk):
-                print("compression:", chunk["phase"], chunk["level"], chunk.get("offloaded", ""),
-                      chunk.get("cutoff", ""))
+                print(
+                    "compression:",
+                    chunk["phase"],
+                    chunk["level"],
+                    chunk.get("offloaded", ""),
+                    chunk.get("cutoff", ""),
+                )
     event = agent.get_state(config).values.get("_summarization_event")
     if event:
         print("persisted event: cutoff", event["cutoff"], "history file", event["file_path"])

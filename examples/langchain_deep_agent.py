@@ -32,20 +32,42 @@ def build(target: str) -> str:
 def main() -> None:
     backend = StateBackend()
     ars = ArsSummarizationMiddleware(
-        SummaryConfig(summary_threshold=3, summary_l2_trigger_ratio=1.0, summary_tool_result_token_limit=200),
+        SummaryConfig(
+            summary_threshold=3, summary_l2_trigger_ratio=1.0, summary_tool_result_token_limit=200
+        ),
         backend=backend,
     )
-    model = FakeToolChatModel([
-        AIMessage("", tool_calls=[tool_call("task", {"description": "build the firmware",
-                                                     "subagent_type": "builder"}, "c-task")]),
-        AIMessage("", tool_calls=[tool_call("build", {"target": "firmware"}, "c-build")]),
-        AIMessage("Firmware built: 200 modules."),
-        AIMessage("The builder reports 200 modules compiled."),
-    ])
+    model = FakeToolChatModel(
+        [
+            AIMessage(
+                "",
+                tool_calls=[
+                    tool_call(
+                        "task",
+                        {"description": "build the firmware", "subagent_type": "builder"},
+                        "c-task",
+                    )
+                ],
+            ),
+            AIMessage("", tool_calls=[tool_call("build", {"target": "firmware"}, "c-build")]),
+            AIMessage("Firmware built: 200 modules."),
+            AIMessage("The builder reports 200 modules compiled."),
+        ]
+    )
     agent = create_deep_agent(
-        model, tools=[build], middleware=[ars], backend=backend, checkpointer=InMemorySaver(),
-        subagents=[{"name": "builder", "description": "Builds targets.", "system_prompt": "You build.",
-                    "middleware": [ars.for_subagent()]}],
+        model,
+        tools=[build],
+        middleware=[ars],
+        backend=backend,
+        checkpointer=InMemorySaver(),
+        subagents=[
+            {
+                "name": "builder",
+                "description": "Builds targets.",
+                "system_prompt": "You build.",
+                "middleware": [ars.for_subagent()],
+            }
+        ],
     )
     config = {"configurable": {"thread_id": "fw"}}
     result = agent.invoke({"messages": [HumanMessage("Build the firmware.")]}, config)

@@ -40,8 +40,9 @@ def create_app(agent: Any) -> Starlette:
 
     async def frames(message: str, thread_id: str) -> AsyncIterator[str]:
         config = {"configurable": {"thread_id": thread_id}}
-        stream = agent.astream({"messages": [HumanMessage(message)]}, config,
-                               stream_mode=list(DEFAULT_STREAM_MODES))
+        stream = agent.astream(
+            {"messages": [HumanMessage(message)]}, config, stream_mode=list(DEFAULT_STREAM_MODES)
+        )
         try:
             async for frame in asse_frames(stream, stream_mode=DEFAULT_STREAM_MODES):
                 yield frame
@@ -50,23 +51,35 @@ def create_app(agent: Any) -> Starlette:
 
     async def chat(request: Request) -> Response:
         body = await request.json()
-        if not isinstance(body, dict) or not body.get("thread_id") or not isinstance(body.get("message"), str):
+        if (
+            not isinstance(body, dict)
+            or not body.get("thread_id")
+            or not isinstance(body.get("message"), str)
+        ):
             return JSONResponse({"error": "expected {thread_id, message}"}, status_code=400)
-        return StreamingResponse(frames(body["message"], str(body["thread_id"])),
-                                 media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return StreamingResponse(
+            frames(body["message"], str(body["thread_id"])),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
 
     async def compression(request: Request) -> Response:
         config = {"configurable": {"thread_id": request.path_params["thread_id"]}}
         snapshot = await agent.aget_state(config)
         values = snapshot.values or {}
-        return JSONResponse({"messages": len(values.get("messages", [])),
-                             "summarization_event": values.get("_summarization_event")})
+        return JSONResponse(
+            {
+                "messages": len(values.get("messages", [])),
+                "summarization_event": values.get("_summarization_event"),
+            }
+        )
 
-    return Starlette(routes=[
-        Route("/chat", chat, methods=["POST"]),
-        Route("/threads/{thread_id}/compression", compression, methods=["GET"]),
-    ])
+    return Starlette(
+        routes=[
+            Route("/chat", chat, methods=["POST"]),
+            Route("/threads/{thread_id}/compression", compression, methods=["GET"]),
+        ]
+    )
 
 
 @tool
@@ -77,19 +90,32 @@ def run_tests(suite: str) -> str:
 
 def build_demo_agent() -> Any:
     """An offline agent: a scripted model, a real tool, ARS with small thresholds."""
-    model = FakeToolChatModel([
-        AIMessage("", tool_calls=[tool_call("run_tests", {"suite": "unit"}, "call-1")]),
-        AIMessage("All 400 unit tests pass."),
-        AIMessage("Summary: the user ran the unit suite; all 400 tests passed."),  # the summary call
-        AIMessage("Nothing else is failing."),
-    ])
+    model = FakeToolChatModel(
+        [
+            AIMessage("", tool_calls=[tool_call("run_tests", {"suite": "unit"}, "call-1")]),
+            AIMessage("All 400 unit tests pass."),
+            AIMessage(
+                "Summary: the user ran the unit suite; all 400 tests passed."
+            ),  # the summary call
+            AIMessage("Nothing else is failing."),
+        ]
+    )
     middleware = ArsSummarizationMiddleware(
-        SummaryConfig(summary_threshold=1, summary_keep_messages=2, summary_tool_result_token_limit=200,
-                      summary_l2_trigger_ratio=0.5),
+        SummaryConfig(
+            summary_threshold=1,
+            summary_keep_messages=2,
+            summary_tool_result_token_limit=200,
+            summary_l2_trigger_ratio=0.5,
+        ),
         backend=FsspecBackend("memory://sse-demo"),
     )
-    return create_agent(model, tools=[run_tests], middleware=[middleware], checkpointer=InMemorySaver(),
-                        system_prompt="You are a test runner.")
+    return create_agent(
+        model,
+        tools=[run_tests],
+        middleware=[middleware],
+        checkpointer=InMemorySaver(),
+        system_prompt="You are a test runner.",
+    )
 
 
 app = create_app(build_demo_agent())
@@ -102,7 +128,9 @@ async def _demo() -> None:
     async with httpx.AsyncClient(transport=transport, base_url="http://demo") as client:
         ci_log = " ".join(f"job{i} ok" for i in range(200))
         for message in ("run the unit tests", f"anything else failing? The CI log: {ci_log}"):
-            async with client.stream("POST", "/chat", json={"thread_id": "demo", "message": message}) as resp:
+            async with client.stream(
+                "POST", "/chat", json={"thread_id": "demo", "message": message}
+            ) as resp:
                 async for chunk in resp.aiter_text():
                     print(chunk, end="")
         print((await client.get("/threads/demo/compression")).json())

@@ -20,14 +20,24 @@ from tests.langchain.test_persistence import RESUME_CONFIG
 
 
 def main(url: str, thread_id: str, root: str) -> None:
-    model = FakeToolChatModel([AIMessage("SUMMARY-TWO", id="s2"), AIMessage(prose("answer two", 20), id="a2")])
+    model = FakeToolChatModel(
+        [AIMessage("SUMMARY-TWO", id="s2"), AIMessage(prose("answer two", 20), id="a2")]
+    )
     mw = ArsSummarizationMiddleware(RESUME_CONFIG, backend=FsspecBackend(f"file://{root}"))
     with PostgresSaver.from_conn_string(url) as saver:
         agent = build_agent(model, mw)(saver)
-        agent.invoke({"messages": [HumanMessage(prose("turn two", 400), id="h-2")]},
-                     {"configurable": {"thread_id": thread_id}})
-    print(json.dumps({"main": [messages_to_dict(c) for c in model.main_calls],
-                      "summary": [messages_to_dict(c) for c in model.summary_calls]}))
+        agent.invoke(
+            {"messages": [HumanMessage(prose("turn two", 400), id="h-2")]},
+            {"configurable": {"thread_id": thread_id}},
+        )
+    print(
+        json.dumps(
+            {
+                "main": [messages_to_dict(c) for c in model.main_calls],
+                "summary": [messages_to_dict(c) for c in model.summary_calls],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

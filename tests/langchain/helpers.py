@@ -25,7 +25,9 @@ STREAM_MODES = ["messages", "custom", "updates"]
 @tool
 def big_output(n: int) -> str:
     """Print n lines of build output."""
-    return "".join(f"build step {i}: compiled module number {i} without warnings\n" for i in range(n))
+    return "".join(
+        f"build step {i}: compiled module number {i} without warnings\n" for i in range(n)
+    )
 
 
 @tool
@@ -83,28 +85,42 @@ class Result:
 class Runner:
     """Runs turns of an agent on one checkpointer kind, in sync or async mode."""
 
-    def __init__(self, kind: str, mode: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    def __init__(
+        self, kind: str, mode: str, tmp_path: Path, request: pytest.FixtureRequest
+    ) -> None:
         self.kind = kind
         self.mode = mode
         self.tmp_path = tmp_path
         self.request = request
 
-    def run(self, build: Callable[[Any], Any], turns: Sequence[dict[str, Any]], config: dict[str, Any],
-            context: Any = None) -> Result:
+    def run(
+        self,
+        build: Callable[[Any], Any],
+        turns: Sequence[dict[str, Any]],
+        config: dict[str, Any],
+        context: Any = None,
+    ) -> Result:
         if self.mode == "sync":
             return self._run_sync(build, turns, config, context)
         url = self.request.getfixturevalue("pg_setup") if self.kind == "postgres" else None
         return asyncio.run(self._run_async(build, turns, config, context, url))
 
-    def _run_sync(self, build: Callable[[Any], Any], turns: Sequence[dict[str, Any]], config: dict[str, Any],
-                  context: Any) -> Result:
+    def _run_sync(
+        self,
+        build: Callable[[Any], Any],
+        turns: Sequence[dict[str, Any]],
+        config: dict[str, Any],
+        context: Any,
+    ) -> Result:
         with make_saver(self.kind, self.tmp_path, self.request) as saver:
             agent = build(saver)
             runs = []
             for turn in turns:
                 out = RunOutput()
                 try:
-                    for item in agent.stream(turn, config, context=context, stream_mode=STREAM_MODES):
+                    for item in agent.stream(
+                        turn, config, context=context, stream_mode=STREAM_MODES
+                    ):
                         out.items.append(item)
                 except Exception as exc:
                     out.error = exc
@@ -113,15 +129,23 @@ class Runner:
             history = list(agent.get_state_history(config))
             return Result(runs, dict(snapshot.values), history)
 
-    async def _run_async(self, build: Callable[[Any], Any], turns: Sequence[dict[str, Any]],
-                         config: dict[str, Any], context: Any, url: str | None) -> Result:
+    async def _run_async(
+        self,
+        build: Callable[[Any], Any],
+        turns: Sequence[dict[str, Any]],
+        config: dict[str, Any],
+        context: Any,
+        url: str | None,
+    ) -> Result:
         async with async_saver(self.kind, self.tmp_path, url) as saver:
             agent = build(saver)
             runs = []
             for turn in turns:
                 out = RunOutput()
                 try:
-                    async for item in agent.astream(turn, config, context=context, stream_mode=STREAM_MODES):
+                    async for item in agent.astream(
+                        turn, config, context=context, stream_mode=STREAM_MODES
+                    ):
                         out.items.append(item)
                 except Exception as exc:
                     out.error = exc
@@ -131,17 +155,35 @@ class Runner:
             return Result(runs, dict(snapshot.values), history)
 
 
-def build_agent(model: FakeToolChatModel, middleware: Any, *, tools: Sequence[Any] = TOOLS,
-                context_schema: Any = None) -> Callable[[Any], Any]:
+def build_agent(
+    model: FakeToolChatModel,
+    middleware: Any,
+    *,
+    tools: Sequence[Any] = TOOLS,
+    context_schema: Any = None,
+) -> Callable[[Any], Any]:
     def build(saver: Any) -> Any:
-        return create_agent(model, tools=list(tools), system_prompt=SYSTEM, middleware=[middleware],
-                            checkpointer=saver, context_schema=context_schema)
+        return create_agent(
+            model,
+            tools=list(tools),
+            system_prompt=SYSTEM,
+            middleware=[middleware],
+            checkpointer=saver,
+            context_schema=context_schema,
+        )
+
     return build
 
 
-async def collect_async_frames(agent: Any, turn: dict[str, Any], config: dict[str, Any]) -> list[str]:
-    return [f async for f in asse_frames(agent.astream(turn, config, stream_mode=STREAM_MODES),
-                                         stream_mode=STREAM_MODES)]
+async def collect_async_frames(
+    agent: Any, turn: dict[str, Any], config: dict[str, Any]
+) -> list[str]:
+    return [
+        f
+        async for f in asse_frames(
+            agent.astream(turn, config, stream_mode=STREAM_MODES), stream_mode=STREAM_MODES
+        )
+    ]
 
 
 def parse_frames(frames: Sequence[str]) -> list[tuple[str, str]]:

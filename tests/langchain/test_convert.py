@@ -19,29 +19,71 @@ from langchain_core.messages import (
 
 from ars_core import ConfigError, ContentPart, FsspecBackend, Message, SummaryConfig, ToolCall
 from ars_core.messages import message_from_dict, message_to_dict
-from ars_langchain import ArsSummarizationMiddleware, HistoryConverter, from_core, is_overflow_error, to_core
+from ars_langchain import (
+    ArsSummarizationMiddleware,
+    HistoryConverter,
+    from_core,
+    is_overflow_error,
+    to_core,
+)
 from ars_langchain.testing import FakeToolChatModel, tool_call
 from tests.langchain.helpers import build_agent, prose
 
 IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
 SAMPLES: list[Any] = [
     SystemMessage("be brief", id="s"),
-    HumanMessage(["look at this", {"type": "text", "text": "and this", "cache_control": {"type": "ephemeral"}},
-                  IMAGE, {"type": "file", "source_type": "base64", "data": "AAAA", "mime_type": "application/pdf"}],
-                 id="h", name="alice", additional_kwargs={"x": 1}),
+    HumanMessage(
+        [
+            "look at this",
+            {"type": "text", "text": "and this", "cache_control": {"type": "ephemeral"}},
+            IMAGE,
+            {
+                "type": "file",
+                "source_type": "base64",
+                "data": "AAAA",
+                "mime_type": "application/pdf",
+            },
+        ],
+        id="h",
+        name="alice",
+        additional_kwargs={"x": 1},
+    ),
     AIMessage(
-        [{"type": "reasoning", "reasoning": "think", "id": "r1"}, {"type": "text", "text": "calling"}],
-        id="a", tool_calls=[tool_call("search", {"q": "ars", "n": 3}, "c1"), tool_call("echo", {}, "c2")],
-        invalid_tool_calls=[{"type": "invalid_tool_call", "name": "bad", "args": "{oops", "id": "c3", "error": "json"}],
+        [
+            {"type": "reasoning", "reasoning": "think", "id": "r1"},
+            {"type": "text", "text": "calling"},
+        ],
+        id="a",
+        tool_calls=[tool_call("search", {"q": "ars", "n": 3}, "c1"), tool_call("echo", {}, "c2")],
+        invalid_tool_calls=[
+            {
+                "type": "invalid_tool_call",
+                "name": "bad",
+                "args": "{oops",
+                "id": "c3",
+                "error": "json",
+            }
+        ],
         usage_metadata={"input_tokens": 10, "output_tokens": 5, "total_tokens": 15},
         response_metadata={"model_name": "m", "finish_reason": "tool_calls"},
-        additional_kwargs={"tool_calls": [{"id": "c1", "function": {"name": "search", "arguments": "{}"}}]},
+        additional_kwargs={
+            "tool_calls": [{"id": "c1", "function": {"name": "search", "arguments": "{}"}}]
+        },
     ),
-    ToolMessage("result one", id="t1", tool_call_id="c1", name="search", artifact={"rows": [1, 2]}, status="success"),
+    ToolMessage(
+        "result one",
+        id="t1",
+        tool_call_id="c1",
+        name="search",
+        artifact={"rows": [1, 2]},
+        status="success",
+    ),
     ToolMessage([{"type": "text", "text": "failed"}], id="t2", tool_call_id="c2", status="error"),
     ChatMessage("from the critic", role="critic", id="c"),
     FunctionMessage("fn out", name="legacy", id="f"),
-    HumanMessage("plain", response_metadata={"ars": {"ars_offloaded": "outputs/x.txt"}}, id="marked"),
+    HumanMessage(
+        "plain", response_metadata={"ars": {"ars_offloaded": "outputs/x.txt"}}, id="marked"
+    ),
 ]
 
 
@@ -60,7 +102,10 @@ def test_conversion_is_lossless(message: Any) -> None:
 def test_core_view_of_a_message() -> None:
     core = to_core(SAMPLES[2])
     assert core.role == "assistant" and core.id == "a"
-    assert core.tool_calls == (ToolCall("c1", "search", {"q": "ars", "n": 3}), ToolCall("c2", "echo", {}))
+    assert core.tool_calls == (
+        ToolCall("c1", "search", {"q": "ars", "n": 3}),
+        ToolCall("c2", "echo", {}),
+    )
     assert core.content[1] == ContentPart(type="text", text="calling")
     assert core.content[0].text is None and core.content[0].data["reasoning"] == "think"
     human = to_core(SAMPLES[1])
@@ -77,20 +122,33 @@ def test_changed_tool_calls_drop_the_raw_provider_copy() -> None:
     """When L1/R43 rewrite tool-call arguments, the provider's raw copy in
     additional_kwargs must not resend the original."""
     core = to_core(SAMPLES[2])
-    changed = Message(role=core.role, content=core.content, id=core.id,
-                      tool_calls=(ToolCall("c1", "search", {"q": "[truncated]"}), core.tool_calls[1]),
-                      metadata={**core.metadata, "ars_truncated_args": 1})
+    changed = Message(
+        role=core.role,
+        content=core.content,
+        id=core.id,
+        tool_calls=(ToolCall("c1", "search", {"q": "[truncated]"}), core.tool_calls[1]),
+        metadata={**core.metadata, "ars_truncated_args": 1},
+    )
     back = from_core(changed)
     assert back.tool_calls[0]["args"] == {"q": "[truncated]"}
     assert "tool_calls" not in back.additional_kwargs
-    assert back.response_metadata == {**SAMPLES[2].response_metadata, "ars": {"ars_truncated_args": 1}}
+    assert back.response_metadata == {
+        **SAMPLES[2].response_metadata,
+        "ars": {"ars_truncated_args": 1},
+    }
     assert back.usage_metadata == SAMPLES[2].usage_metadata and back.id == "a"
 
 
 def test_summary_message_becomes_a_human_message() -> None:
-    summary = Message(role="user", content="S", id="ars-summary-4", metadata={"ars_summary": True, "ars_cutoff": 4})
-    assert from_core(summary) == HumanMessage("S", id="ars-summary-4",
-                                              response_metadata={"ars": {"ars_summary": True, "ars_cutoff": 4}})
+    summary = Message(
+        role="user",
+        content="S",
+        id="ars-summary-4",
+        metadata={"ars_summary": True, "ars_cutoff": 4},
+    )
+    assert from_core(summary) == HumanMessage(
+        "S", id="ars-summary-4", response_metadata={"ars": {"ars_summary": True, "ars_cutoff": 4}}
+    )
     assert to_core(from_core(summary)).metadata["ars_summary"] is True
 
 
@@ -105,10 +163,10 @@ def test_history_conversion_is_incremental() -> None:
     grown = [*msgs, AIMessage("new", id="new")]
     second = conv.convert(grown)
     assert conv.converted == 201
-    assert all(a is b for a, b in zip(first, second))
+    assert all(a is b for a, b in zip(first, second, strict=False))
     reloaded = [m.model_copy() for m in grown]  # a checkpoint reload: equal, not identical
     third = conv.convert(reloaded)
-    assert conv.converted == 201 and all(a is b for a, b in zip(second, third))
+    assert conv.converted == 201 and all(a is b for a, b in zip(second, third, strict=True))
     edited = [*reloaded[:150], HumanMessage("edited", id="id150"), *reloaded[151:]]
     fourth = conv.convert(edited)
     assert conv.converted == 201 + 51
@@ -123,7 +181,9 @@ def test_middleware_converts_only_new_messages_per_call() -> None:
     from langgraph.checkpoint.memory import InMemorySaver
 
     model = FakeToolChatModel([f"answer {i}" for i in range(40)])
-    mw = ArsSummarizationMiddleware(SummaryConfig(summary_threshold=1000), backend=FsspecBackend("memory://inc"))
+    mw = ArsSummarizationMiddleware(
+        SummaryConfig(summary_threshold=1000), backend=FsspecBackend("memory://inc")
+    )
     agent = build_agent(model, mw)(InMemorySaver())
     config = {"configurable": {"thread_id": "inc"}}
     for i in range(40):
@@ -134,15 +194,32 @@ def test_middleware_converts_only_new_messages_per_call() -> None:
     assert model.main_calls[-1][1:] == agent.get_state(config).values["messages"][:-1]
 
 
-@pytest.mark.parametrize("exc, expected", [
-    (ContextOverflowError("anything"), True),  # langchain-core's class
-    (type("BadRequestError", (Exception,), {"status_code": 400})(
-        "Error code: 400 - This model's maximum context length is 128000 tokens"), True),  # OpenAI
-    (type("BadRequestError", (Exception,), {"status_code": 400})("prompt is too long: 210000 tokens"), True),
-    (type("APIStatusError", (Exception,), {"status_code": 413})("request too large"), True),
-    (type("RateLimitError", (Exception,), {"status_code": 429})("too many tokens per minute"), False),
-    (ValueError("unrelated"), False),
-])
+@pytest.mark.parametrize(
+    "exc, expected",
+    [
+        (ContextOverflowError("anything"), True),  # langchain-core's class
+        (
+            type("BadRequestError", (Exception,), {"status_code": 400})(
+                "Error code: 400 - This model's maximum context length is 128000 tokens"
+            ),
+            True,
+        ),  # OpenAI
+        (
+            type("BadRequestError", (Exception,), {"status_code": 400})(
+                "prompt is too long: 210000 tokens"
+            ),
+            True,
+        ),
+        (type("APIStatusError", (Exception,), {"status_code": 413})("request too large"), True),
+        (
+            type("RateLimitError", (Exception,), {"status_code": 429})(
+                "too many tokens per minute"
+            ),
+            False,
+        ),
+        (ValueError("unrelated"), False),
+    ],
+)
 def test_r4_overflow_classification(exc: BaseException, expected: bool) -> None:
     """R4: which model errors start the forced path."""
     assert is_overflow_error(exc) is expected
@@ -179,18 +256,28 @@ def test_r35_r50_config_comes_from_the_runtime_context() -> None:
     model = FakeToolChatModel(["CTX-SUMMARY", "ok", "ok again"])
     mw = ArsSummarizationMiddleware(backend=FsspecBackend("memory://ctx"))
     agent = build_agent(model, mw, context_schema=AgentContext)(InMemorySaver())
-    ctx = AgentContext(summary_threshold=0.25, summary_keep_messages=1, summary_l2_trigger_ratio=0.5,
-                       summary_prompt="Summarize briefly:\n{messages}")
-    seed = [HumanMessage(prose("a", 100), id="a"), AIMessage(prose("b", 100), id="b"),
-            HumanMessage(prose("c", 100), id="c")]
+    ctx = AgentContext(
+        summary_threshold=0.25,
+        summary_keep_messages=1,
+        summary_l2_trigger_ratio=0.5,
+        summary_prompt="Summarize briefly:\n{messages}",
+    )
+    seed = [
+        HumanMessage(prose("a", 100), id="a"),
+        AIMessage(prose("b", 100), id="b"),
+        HumanMessage(prose("c", 100), id="c"),
+    ]
     config = {"configurable": {"thread_id": "ctx"}}
     agent.invoke({"messages": seed}, config, context=ctx)
     event = agent.get_state(config).values["_summarization_event"]
     assert event["cutoff"] == 2
     assert model.summary_calls[0][0].text.startswith("Summarize briefly:\n[user]\na: alpha")
     # the same middleware with the default context: nothing happens at the default 100K
-    agent.invoke({"messages": [HumanMessage("q", id="q")]}, {"configurable": {"thread_id": "ctx2"}},
-                 context=AgentContext())
+    agent.invoke(
+        {"messages": [HumanMessage("q", id="q")]},
+        {"configurable": {"thread_id": "ctx2"}},
+        context=AgentContext(),
+    )
     assert model.main_calls[-1][1:] == [HumanMessage("q", id="q")]
 
 
@@ -199,7 +286,9 @@ def test_r35_invalid_context_values_are_rejected() -> None:
         ArsSummarizationMiddleware.from_context(AgentContext(summary_keep_messages=0))
     with pytest.raises(ConfigError, match="summary_prompt"):
         ArsSummarizationMiddleware.from_context({"summary_prompt": "no placeholder"})
-    mw = ArsSummarizationMiddleware.from_context(AgentContext(summary_threshold=8, summary_keep_messages=4))
+    mw = ArsSummarizationMiddleware.from_context(
+        AgentContext(summary_threshold=8, summary_keep_messages=4)
+    )
     assert mw.config == SummaryConfig(summary_threshold=8, summary_keep_messages=4)
     sub = mw.for_subagent()
     assert sub.config == mw.config and sub.name == mw.name == "SummarizationMiddleware"

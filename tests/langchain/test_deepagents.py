@@ -30,7 +30,9 @@ from tests.langchain.helpers import big_output, parse_frames
 
 # deepagents' tool schemas alone are ~2.2K approx tokens: 3K keeps plain calls below the
 # threshold; a 150-line tool result lifts one call above it and L1 brings it back (ratio 1.0)
-DA_CONFIG = SummaryConfig(summary_threshold=3, summary_l2_trigger_ratio=1.0, summary_tool_result_token_limit=200)
+DA_CONFIG = SummaryConfig(
+    summary_threshold=3, summary_l2_trigger_ratio=1.0, summary_tool_result_token_limit=200
+)
 
 
 @pytest.fixture
@@ -56,39 +58,65 @@ def _names(stack: list[Any]) -> list[str]:
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_r36_r50_deep_agent_subagent_writes_into_parent_scope(stacks: list[list[Any]], thread_id: str,
-                                                              mode: str) -> None:
+def test_r36_r50_deep_agent_subagent_writes_into_parent_scope(
+    stacks: list[list[Any]], thread_id: str, mode: str
+) -> None:
     """R50: ARS replaces deepagents' summarization by name, right after the filesystem
     and task middleware, for the main agent, the general-purpose sub-agent and a
     declarative sub-agent. R36: the sub-agent (running under the parent's thread)
     offloads a large tool result into the *parent's* file scope; its compression
     events reach the parent's custom stream with the sub-agent's namespace."""
-    model = FakeToolChatModel([
-        AIMessage("", id="a1", tool_calls=[tool_call("task", {"description": "build it",
-                                                              "subagent_type": "builder"}, "c-task")]),
-        AIMessage("", id="s1", tool_calls=[tool_call("big_output", {"n": 150}, "c-big")]),
-        AIMessage("build finished", id="s2"),
-        AIMessage("all done", id="a2"),
-    ])
+    model = FakeToolChatModel(
+        [
+            AIMessage(
+                "",
+                id="a1",
+                tool_calls=[
+                    tool_call(
+                        "task", {"description": "build it", "subagent_type": "builder"}, "c-task"
+                    )
+                ],
+            ),
+            AIMessage("", id="s1", tool_calls=[tool_call("big_output", {"n": 150}, "c-big")]),
+            AIMessage("build finished", id="s2"),
+            AIMessage("all done", id="a2"),
+        ]
+    )
     backend = FsspecBackend(f"memory://da-{thread_id}")
     events: list[Any] = []
     mw = ArsSummarizationMiddleware(DA_CONFIG, backend=backend, on_event=events.append)
     sub_mw = mw.for_subagent()
     agent = create_deep_agent(
-        model, tools=[big_output], middleware=[mw], checkpointer=InMemorySaver(),
-        subagents=[{"name": "builder", "description": "builds things", "system_prompt": "You build.",
-                    "middleware": [sub_mw]}],
+        model,
+        tools=[big_output],
+        middleware=[mw],
+        checkpointer=InMemorySaver(),
+        subagents=[
+            {
+                "name": "builder",
+                "description": "builds things",
+                "system_prompt": "You build.",
+                "middleware": [sub_mw],
+            }
+        ],
     )
     # --- the stacks (R50, coexistence)
-    assert all(not isinstance(m, DeepSummarization) or isinstance(m, ArsSummarizationMiddleware)
-               for stack in stacks for m in stack)
+    assert all(
+        not isinstance(m, DeepSummarization) or isinstance(m, ArsSummarizationMiddleware)
+        for stack in stacks
+        for m in stack
+    )
     ours = [[m for m in stack if isinstance(m, ArsSummarizationMiddleware)] for stack in stacks]
     assert all(len(o) == 1 for o in ours)  # every agent has exactly one summarizer: ARS
     main = stacks[-1]
     assert main.index(mw) == _names(main).index("SummarizationMiddleware")
     assert isinstance(main[0], FilesystemMiddleware)
-    assert isinstance(main[1], SubAgentMiddleware) and main.index(mw) > 1  # task middleware before ARS
-    sub_stacks = [s for s in stacks[:-1] if sub_mw in s]  # (deepagents may compile a sub-agent twice)
+    assert (
+        isinstance(main[1], SubAgentMiddleware) and main.index(mw) > 1
+    )  # task middleware before ARS
+    sub_stacks = [
+        s for s in stacks[:-1] if sub_mw in s
+    ]  # (deepagents may compile a sub-agent twice)
     assert sub_stacks and all(_names(s) == _names(sub_stacks[0]) for s in sub_stacks)
     assert isinstance(sub_stacks[0][0], FilesystemMiddleware) and sub_stacks[0].index(sub_mw) == 1
     assert any(mw in s for s in stacks[:-1])  # the general-purpose sub-agent inherits ARS
@@ -97,15 +125,28 @@ def test_r36_r50_deep_agent_subagent_writes_into_parent_scope(stacks: list[list[
     items: list[Any] = []
     modes = ["custom", "updates"]
     if mode == "sync":
-        items = list(agent.stream({"messages": [HumanMessage("go", id="h")]}, config, stream_mode=modes,
-                                  subgraphs=True))
+        items = list(
+            agent.stream(
+                {"messages": [HumanMessage("go", id="h")]},
+                config,
+                stream_mode=modes,
+                subgraphs=True,
+            )
+        )
         state = agent.get_state(config).values
     else:
         import asyncio
 
         async def run() -> tuple[list[Any], dict[str, Any]]:
-            got = [i async for i in agent.astream({"messages": [HumanMessage("go", id="h")]}, config,
-                                                  stream_mode=modes, subgraphs=True)]
+            got = [
+                i
+                async for i in agent.astream(
+                    {"messages": [HumanMessage("go", id="h")]},
+                    config,
+                    stream_mode=modes,
+                    subgraphs=True,
+                )
+            ]
             return got, (await agent.aget_state(config)).values
 
         items, state = asyncio.run(run())
@@ -115,19 +156,27 @@ def test_r36_r50_deep_agent_subagent_writes_into_parent_scope(stacks: list[list[
     # R36: the sub-agent's file is in the parent's thread scope, byte for byte
     scoped = backend.scoped(thread_id)
     assert scoped.read_text(path) == big_text
-    assert backend.fs.find(f"{backend.root}") == [f"/{backend.root}/threads/{thread_id}/{path}".replace("//", "/")]
+    assert backend.fs.find(f"{backend.root}") == [
+        f"/{backend.root}/threads/{thread_id}/{path}".replace("//", "/")
+    ]
     # the sub-agent's model saw the offloaded body; the parent's messages are plain
     sub_view = model.main_calls[2]
     assert isinstance(sub_view[-1], ToolMessage) and sub_view[-1].tool_call_id == "c-big"
-    assert sub_view[-1].content.startswith(f"[ARS: tool result offloaded: {len(big_text)} characters")
+    assert sub_view[-1].content.startswith(
+        f"[ARS: tool result offloaded: {len(big_text)} characters"
+    )
     assert path in sub_view[-1].content
     assert [m.type for m in state["messages"]] == ["human", "ai", "tool", "ai"]
     assert state["messages"][2].content == "build finished"
     assert "_summarization_event" not in state  # L1 only: nothing persisted (R5)
     # the events: one L1 round, from the sub-agent's namespace
-    assert [(e.phase, e.level, e.offloaded) for e in events] == [("started", "L1", ()),
-                                                                 ("completed", "L1", (path,))]
-    custom = [(ns, chunk) for ns, m, chunk in items if m == "custom" and is_compression_event(chunk)]
+    assert [(e.phase, e.level, e.offloaded) for e in events] == [
+        ("started", "L1", ()),
+        ("completed", "L1", (path,)),
+    ]
+    custom = [
+        (ns, chunk) for ns, m, chunk in items if m == "custom" and is_compression_event(chunk)
+    ]
     assert [c for _, c in custom] == [e.to_dict() for e in events]
     assert all(ns and ns[0].startswith("tools:") for ns, _ in custom)
     frames = parse_frames(list(sse_frames(items)))
@@ -141,15 +190,27 @@ def test_r36_files_land_where_deepagents_read_file_opens_them(thread_id: str) ->
     opens the path quoted in the offload note."""
     big_text = big_output.invoke({"n": 150})
     path = f"outputs/large_tool_results/big_output-{sha256_text(big_text)}.txt"
-    model = FakeToolChatModel([
-        AIMessage("", id="a1", tool_calls=[tool_call("big_output", {"n": 150}, "c-big")]),
-        AIMessage("", id="a2", tool_calls=[tool_call("read_file", {"file_path": path, "limit": 3}, "c-read")]),
-        AIMessage("done", id="a3"),
-    ])
+    model = FakeToolChatModel(
+        [
+            AIMessage("", id="a1", tool_calls=[tool_call("big_output", {"n": 150}, "c-big")]),
+            AIMessage(
+                "",
+                id="a2",
+                tool_calls=[tool_call("read_file", {"file_path": path, "limit": 3}, "c-read")],
+            ),
+            AIMessage("done", id="a3"),
+        ]
+    )
     state_backend = StateBackend()
     mw = ArsSummarizationMiddleware(DA_CONFIG, backend=state_backend)
-    agent = create_deep_agent(model, tools=[big_output], middleware=[mw], backend=state_backend,
-                              checkpointer=InMemorySaver(), subagents=[])
+    agent = create_deep_agent(
+        model,
+        tools=[big_output],
+        middleware=[mw],
+        backend=state_backend,
+        checkpointer=InMemorySaver(),
+        subagents=[],
+    )
     config = {"configurable": {"thread_id": thread_id}}
     agent.invoke({"messages": [HumanMessage("go", id="h")]}, config)
     state = agent.get_state(config).values

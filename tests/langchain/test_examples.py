@@ -11,8 +11,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def run(name: str) -> list[str]:
-    proc = subprocess.run([sys.executable, str(REPO / "examples" / name)], cwd=REPO, capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "examples" / name)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.splitlines()
 
@@ -20,10 +26,16 @@ def run(name: str) -> list[str]:
 def test_langchain_agent_example() -> None:
     out = run("langchain_agent.py")
     assert [line.split()[1:3] for line in out if line.startswith("compression:")] == [
-        ["started", "L1"], ["completed", "L1"], ["started", "L1"], ["completed", "L2"]]
+        ["started", "L1"],
+        ["completed", "L1"],
+        ["started", "L1"],
+        ["completed", "L2"],
+    ]
     assert out[3].endswith(" 3")  # the L2 cutoff
-    assert any(line.startswith("persisted event: cutoff 3 history file outputs/conversation_history/")
-               for line in out)
+    assert any(
+        line.startswith("persisted event: cutoff 3 history file outputs/conversation_history/")
+        for line in out
+    )
     assert "The user asked about latency; logs show at most 299 ms." in out
     files_line = out[-1]
     assert files_line.startswith("files: ['outputs/conversation_history/history-000000-000003-")

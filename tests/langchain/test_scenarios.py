@@ -24,7 +24,15 @@ from ars_core.testing import FailingBackend
 from ars_langchain import ArsSummarizationMiddleware, from_core, to_core
 from ars_langchain.testing import FakeToolChatModel, tool_call
 from tests.langchain.conftest import SAVERS
-from tests.langchain.helpers import SYSTEM, Result, Runner, big_output, build_agent, parse_frames, prose
+from tests.langchain.helpers import (
+    SYSTEM,
+    Result,
+    Runner,
+    big_output,
+    build_agent,
+    parse_frames,
+    prose,
+)
 
 USAGE = {"input_tokens": 321, "output_tokens": 12, "total_tokens": 333}
 
@@ -75,7 +83,7 @@ def preview_of(content: str, head: str, original: str) -> str:
     """The preview after ``head`` in a trimmed/offloaded body; checks it is a
     non-empty proper prefix of ``original`` (its exact length is the core's budget)."""
     assert content.startswith(head), content[:200]
-    preview = content[len(head):]
+    preview = content[len(head) :]
     assert preview and original.startswith(preview) and len(preview) < len(original)
     return preview
 
@@ -90,13 +98,19 @@ def strip_volatile(event: dict[str, Any]) -> dict[str, Any]:
 def test_r1_below_threshold_passes_effective_messages(runner: Runner, thread_id: str) -> None:
     """R1: below the entry threshold the model gets the state messages as they are;
     no event, no file, no stream event; R5: state holds only the conversation."""
-    model = FakeToolChatModel([
-        AIMessage(content="", id="ai-1", tool_calls=[tool_call("echo", {"text": "hi"}, "call-1")]),
-        AIMessage(content="all good", id="ai-2"),
-    ])
+    model = FakeToolChatModel(
+        [
+            AIMessage(
+                content="", id="ai-1", tool_calls=[tool_call("echo", {"text": "hi"}, "call-1")]
+            ),
+            AIMessage(content="all good", id="ai-2"),
+        ]
+    )
     backend = FsspecBackend(f"memory://r1-{thread_id}")
     mw = ArsSummarizationMiddleware(SummaryConfig(summary_threshold=4), backend=backend)
-    result = runner.run(build_agent(model, mw), [{"messages": [HumanMessage("say hi", id="h-1")]}], cfg(thread_id))
+    result = runner.run(
+        build_agent(model, mw), [{"messages": [HumanMessage("say hi", id="h-1")]}], cfg(thread_id)
+    )
 
     state = result.state["messages"]
     assert [type(m) for m in state] == [HumanMessage, AIMessage, ToolMessage, AIMessage]
@@ -108,7 +122,10 @@ def test_r1_below_threshold_passes_effective_messages(runner: Runner, thread_id:
     assert not backend.fs.exists(f"{backend.root}/threads")
     assert_frames(result, 0, [])
     # the answer was streamed as tokens (the stream works; R33 frames carry them)
-    assert "".join(t[0].text for t in result.runs[0].tokens if t[1].get("langgraph_node") == "model") == "all good"
+    assert (
+        "".join(t[0].text for t in result.runs[0].tokens if t[1].get("langgraph_node") == "model")
+        == "all good"
+    )
 
 
 # --------------------------------------------------------------------- 2. L1 only
@@ -120,18 +137,29 @@ def test_r2_r11_r12_r14_l1_only_trims_view_and_keeps_state(runner: Runner, threa
     enough, so the model gets it and state is unchanged (no event). The L1-only
     `completed` event has no cutoff and no file path."""
     long_content = "x = 1\n" * 500  # 3000 characters > 2000
-    model = FakeToolChatModel([
-        AIMessage(content="", id="ai-1", tool_calls=[
-            tool_call("write_file", {"file_path": "app.py", "content": long_content}, "call-w"),
-            tool_call("big_output", {"n": 120}, "call-b"),
-        ]),
-        AIMessage(content="finished", id="ai-2"),
-    ])
+    model = FakeToolChatModel(
+        [
+            AIMessage(
+                content="",
+                id="ai-1",
+                tool_calls=[
+                    tool_call(
+                        "write_file", {"file_path": "app.py", "content": long_content}, "call-w"
+                    ),
+                    tool_call("big_output", {"n": 120}, "call-b"),
+                ],
+            ),
+            AIMessage(content="finished", id="ai-2"),
+        ]
+    )
     backend = FsspecBackend(f"memory://r2-{thread_id}")
-    config = SummaryConfig(summary_threshold=1, summary_l2_trigger_ratio=0.9, summary_tool_result_token_limit=200)
+    config = SummaryConfig(
+        summary_threshold=1, summary_l2_trigger_ratio=0.9, summary_tool_result_token_limit=200
+    )
     mw = ArsSummarizationMiddleware(config, backend=backend)
-    result = runner.run(build_agent(model, mw), [{"messages": [HumanMessage("build it", id="h-1")]}],
-                        cfg(thread_id))
+    result = runner.run(
+        build_agent(model, mw), [{"messages": [HumanMessage("build it", id="h-1")]}], cfg(thread_id)
+    )
 
     state = result.state["messages"]
     human, ai, tool_w, tool_b, final = state
@@ -145,17 +173,29 @@ def test_r2_r11_r12_r14_l1_only_trims_view_and_keeps_state(runner: Runner, threa
     path = f"outputs/large_tool_results/big_output-{sha256_text(big_text)}.txt"
     tokens = est.count_text(big_text)
     sent_tool = model.main_calls[1][4]
-    preview = preview_of(sent_tool.content, offload_body(path, big_text, "", tokens) + "\nPreview:\n", big_text)
+    preview = preview_of(
+        sent_tool.content, offload_body(path, big_text, "", tokens) + "\nPreview:\n", big_text
+    )
     assert est.count_text(sent_tool.content) <= 200
     expected_tool = ToolMessage(
-        content=offload_body(path, big_text, preview, tokens), id=tool_b.id, name="big_output",
-        tool_call_id="call-b", response_metadata={"ars": {"ars_offloaded": path}},
+        content=offload_body(path, big_text, preview, tokens),
+        id=tool_b.id,
+        name="big_output",
+        tool_call_id="call-b",
+        response_metadata={"ars": {"ars_offloaded": path}},
     )
     expected_ai = AIMessage(
-        content="", id="ai-1",
+        content="",
+        id="ai-1",
         tool_calls=[
-            tool_call("write_file", {"file_path": "app.py",
-                                     "content": truncation_marker("write_file", "content", long_content)}, "call-w"),
+            tool_call(
+                "write_file",
+                {
+                    "file_path": "app.py",
+                    "content": truncation_marker("write_file", "content", long_content),
+                },
+                "call-w",
+            ),
             tool_call("big_output", {"n": 120}, "call-b"),
         ],
         response_metadata={"ars": {"ars_truncated_args": 1}},
@@ -170,11 +210,26 @@ def test_r2_r11_r12_r14_l1_only_trims_view_and_keeps_state(runner: Runner, threa
 
     events = result.runs[0].compression
     assert [strip_volatile(e) for e in events] == [
-        {"type": "context_compression", "phase": "started", "level": "L1", "forced": False,
-         "tokens_before": events[0]["tokens_before"], "tokens_after": None, "threshold": 1024},
-        {"type": "context_compression", "phase": "completed", "level": "L1", "forced": False,
-         "tokens_before": events[0]["tokens_before"], "tokens_after": events[1]["tokens_after"],
-         "threshold": 1024, "offloaded": [path], "truncated_args": 1},
+        {
+            "type": "context_compression",
+            "phase": "started",
+            "level": "L1",
+            "forced": False,
+            "tokens_before": events[0]["tokens_before"],
+            "tokens_after": None,
+            "threshold": 1024,
+        },
+        {
+            "type": "context_compression",
+            "phase": "completed",
+            "level": "L1",
+            "forced": False,
+            "tokens_before": events[0]["tokens_before"],
+            "tokens_after": events[1]["tokens_after"],
+            "threshold": 1024,
+            "offloaded": [path],
+            "truncated_args": 1,
+        },
     ]
     assert events[0]["tokens_before"] >= 1024 >= 0.9 * 1024 >= events[1]["tokens_after"]
     assert events[0]["round_id"] == events[1]["round_id"]
@@ -183,7 +238,9 @@ def test_r2_r11_r12_r14_l1_only_trims_view_and_keeps_state(runner: Runner, threa
 
 # --------------------------------------------------------------------- 3-5. L2 (+ failures)
 
-L2_CONFIG = SummaryConfig(summary_threshold=1, summary_l2_trigger_ratio=0.5, summary_keep_messages=2)
+L2_CONFIG = SummaryConfig(
+    summary_threshold=1, summary_l2_trigger_ratio=0.5, summary_keep_messages=2
+)
 
 
 def seeded_history() -> list[Any]:
@@ -200,8 +257,9 @@ def summary_header(cutoff: int) -> str:
 
 
 @pytest.mark.parametrize("variant", ["ok", "archive_fails", "summary_fails"])
-def test_r20_r27_r40_r41_l2_summary_event_and_files(runner: Runner, thread_id: str, variant: str,
-                                                     caplog: pytest.LogCaptureFixture) -> None:
+def test_r20_r27_r40_r41_l2_summary_event_and_files(
+    runner: Runner, thread_id: str, variant: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """L2 end to end.
 
     ok (R20-R25, R27, R31): the older five messages go to a history file, the
@@ -215,7 +273,9 @@ def test_r20_r27_r40_r41_l2_summary_event_and_files(runner: Runner, thread_id: s
     holds the error and a deterministic fallback; nothing is raised; `completed`.
     """
     caplog.set_level(logging.WARNING, logger="ars")
-    summary_reply = AIMessage("SUMMARY-TEXT the user discussed greek letters", id="sum-1", usage_metadata=USAGE)
+    summary_reply = AIMessage(
+        "SUMMARY-TEXT the user discussed greek letters", id="sum-1", usage_metadata=USAGE
+    )
     answer_usage = {"input_tokens": 555, "output_tokens": 3, "total_tokens": 558}
     answer = AIMessage("first answer", id="ai-ans", usage_metadata=answer_usage)
     later = AIMessage("second answer", id="ai-ans2")
@@ -231,29 +291,44 @@ def test_r20_r27_r40_r41_l2_summary_event_and_files(runner: Runner, thread_id: s
         model = FakeToolChatModel([answer, later])
         summary_model = FakeToolChatModel([RuntimeError("summary service down")])
     usages: list[dict[str, Any]] = []
-    mw = ArsSummarizationMiddleware(L2_CONFIG, backend=backend, model=summary_model, on_model_usage=usages.append)
+    mw = ArsSummarizationMiddleware(
+        L2_CONFIG, backend=backend, model=summary_model, on_model_usage=usages.append
+    )
     seed = seeded_history()
-    result = runner.run(build_agent(model, mw),
-                        [{"messages": seed}, {"messages": [HumanMessage("and now?", id="h-next")]}],
-                        cfg(thread_id))
+    result = runner.run(
+        build_agent(model, mw),
+        [{"messages": seed}, {"messages": [HumanMessage("and now?", id="h-next")]}],
+        cfg(thread_id),
+    )
 
     state = result.state["messages"]
     assert state[:7] == seed  # R5: state messages untouched
     assert state[7:] == [answer, HumanMessage("and now?", id="h-next"), later]
 
     event = result.state["_summarization_event"]
-    assert set(event) == {"cutoff", "summary_message", "file_path", "previous_cutoff", "summary_usage",
-                          "summary_error", "created_at"}
+    assert set(event) == {
+        "cutoff",
+        "summary_message",
+        "file_path",
+        "previous_cutoff",
+        "summary_usage",
+        "summary_error",
+        "created_at",
+    }
     assert event["cutoff"] == 5 and event["previous_cutoff"] == 0
     stored = files(inner if variant == "archive_fails" else inner.scoped(thread_id))
     if variant == "archive_fails":
         assert event["file_path"] is None
-        assert backend.failed and backend.failed[0].startswith("outputs/conversation_history/history-000000-000005-")
+        assert backend.failed and backend.failed[0].startswith(
+            "outputs/conversation_history/history-000000-000005-"
+        )
         assert stored == {}
         assert any("history archive write failed" in r.getMessage() for r in caplog.records)
     else:
         path = event["file_path"]
-        assert path.startswith("outputs/conversation_history/history-000000-000005-") and path.endswith(".jsonl")
+        assert path.startswith(
+            "outputs/conversation_history/history-000000-000005-"
+        ) and path.endswith(".jsonl")
         assert list(stored) == [path]
         header, archived = read_history(stored[path])
         assert header == {"ars_history": 1, "start": 0, "end": 5, "count": 5, "thread": thread_id}
@@ -269,8 +344,12 @@ def test_r20_r27_r40_r41_l2_summary_event_and_files(runner: Runner, thread_id: s
         assert summary_model is not None
         assert summary_model.summary_calls == [[HumanMessage(rendered)]]
         assert model.summary_calls == []
-        fallback = ExtractiveSummarizer().summarize([to_core(m) for m in seed[:5]], DEFAULT_SUMMARY_PROMPT).text
-        body = (f"[ARS: the summary model failed: RuntimeError: summary service down]\n\n{fallback}")
+        fallback = (
+            ExtractiveSummarizer()
+            .summarize([to_core(m) for m in seed[:5]], DEFAULT_SUMMARY_PROMPT)
+            .text
+        )
+        body = f"[ARS: the summary model failed: RuntimeError: summary service down]\n\n{fallback}"
         assert event["summary_error"] == "RuntimeError: summary service down"
         assert event["summary_usage"] is None
     else:
@@ -294,16 +373,30 @@ def test_r20_r27_r40_r41_l2_summary_event_and_files(runner: Runner, thread_id: s
 
     # stream events (R30, R31) and frames (R33); the second turn is below threshold: none
     events = result.runs[0].compression
-    completed = {"type": "context_compression", "phase": "completed", "level": "L2", "forced": False,
-                 "tokens_before": events[0]["tokens_before"], "tokens_after": events[1]["tokens_after"],
-                 "threshold": 1024, "cutoff": 5}
+    completed = {
+        "type": "context_compression",
+        "phase": "completed",
+        "level": "L2",
+        "forced": False,
+        "tokens_before": events[0]["tokens_before"],
+        "tokens_after": events[1]["tokens_after"],
+        "threshold": 1024,
+        "cutoff": 5,
+    }
     if event["file_path"]:
         completed["file_path"] = event["file_path"]
     if event["summary_usage"]:
         completed["summary_usage"] = USAGE
     assert [strip_volatile(e) for e in events] == [
-        {"type": "context_compression", "phase": "started", "level": "L1", "forced": False,
-         "tokens_before": events[0]["tokens_before"], "tokens_after": None, "threshold": 1024},
+        {
+            "type": "context_compression",
+            "phase": "started",
+            "level": "L1",
+            "forced": False,
+            "tokens_before": events[0]["tokens_before"],
+            "tokens_after": None,
+            "threshold": 1024,
+        },
         completed,
     ]
     assert events[0]["tokens_before"] > 1024 > events[1]["tokens_after"]
@@ -315,15 +408,20 @@ def test_r20_r27_r40_r41_l2_summary_event_and_files(runner: Runner, thread_id: s
     assert not any("SUMMARY-TEXT" in t for t in tokens)
     assert "".join(t[0].text for t in result.runs[0].tokens) == "first answer"
     assert state[7].usage_metadata == answer_usage
-    assert usages[0] == {"usage_metadata": answer_usage, "estimated_tokens": events[1]["tokens_after"],
-                         "view_messages": 3}
+    assert usages[0] == {
+        "usage_metadata": answer_usage,
+        "estimated_tokens": events[1]["tokens_after"],
+        "view_messages": 3,
+    }
     assert mw.last_usage(thread_id) == usages[-1]
 
 
 # --------------------------------------------------------------------- 6. overflow tail trim
 
 
-def test_r4_r22_r43_overflow_forces_l2_and_persists_tail_trim(runner: Runner, thread_id: str) -> None:
+def test_r4_r22_r43_overflow_forces_l2_and_persists_tail_trim(
+    runner: Runner, thread_id: str
+) -> None:
     """R4: the model raises langchain-core's ContextOverflowError below the entry
     threshold -> forced L1 + L2; `started` is emitted only when L2 begins. R22/R43:
     the kept tail still exceeds capacity, so the huge kept message is trimmed in the
@@ -331,12 +429,16 @@ def test_r4_r22_r43_overflow_forces_l2_and_persists_tail_trim(runner: Runner, th
     `messages` update that replaces it *by id* - the next checkpoint matches what
     was sent. The model is then called again and succeeds."""
     seed: list[Any] = [
-        HumanMessage(prose("task", 20), id="m-0"), AIMessage(prose("plan", 20), id="m-1"),
-        HumanMessage(prose("more", 20), id="m-2"), AIMessage(prose("ack", 20), id="m-3"),
+        HumanMessage(prose("task", 20), id="m-0"),
+        AIMessage(prose("plan", 20), id="m-1"),
+        HumanMessage(prose("more", 20), id="m-2"),
+        AIMessage(prose("ack", 20), id="m-3"),
         HumanMessage(prose("paste", 1500), id="m-4"),
     ]
-    model = FakeToolChatModel([AIMessage("SUMMARY-TEXT short", id="s"), AIMessage("final", id="ai-f")],
-                              overflow_above=4000)
+    model = FakeToolChatModel(
+        [AIMessage("SUMMARY-TEXT short", id="s"), AIMessage("final", id="ai-f")],
+        overflow_above=4000,
+    )
     backend = FsspecBackend(f"memory://r43-{thread_id}")
     config = SummaryConfig(summary_threshold=4, summary_keep_messages=2)
     mw = ArsSummarizationMiddleware(config, backend=backend)
@@ -348,17 +450,25 @@ def test_r4_r22_r43_overflow_forces_l2_and_persists_tail_trim(runner: Runner, th
     # the trimmed message: id, role kept; text -> frame + preview; original in a file
     record = json.dumps(message_to_dict(to_core(seed[4])), ensure_ascii=False, default=str)
     path = f"outputs/trimmed_messages/user-{sha256_text(record)}.json"
-    frame = (f"[ARS: this message was trimmed to fit the context window; the full message "
-             f"({len(record)} characters) is saved at {path}.]\nPreview:\n")
+    frame = (
+        f"[ARS: this message was trimmed to fit the context window; the full message "
+        f"({len(record)} characters) is saved at {path}.]\nPreview:\n"
+    )
     preview = preview_of(result.state["messages"][4].content, frame, seed[4].text)
-    trimmed = HumanMessage(frame + preview, id="m-4", response_metadata={"ars": {"ars_trimmed": path}})
+    trimmed = HumanMessage(
+        frame + preview, id="m-4", response_metadata={"ars": {"ars_trimmed": path}}
+    )
 
     state = result.state["messages"]
-    assert state == [*seed[:4], trimmed, AIMessage("final", id="ai-f")]  # R43: replaced by id, in place
+    assert state == [
+        *seed[:4],
+        trimmed,
+        AIMessage("final", id="ai-f"),
+    ]  # R43: replaced by id, in place
     summary_lc = from_core(message_from_dict(event["summary_message"]))
     sys = SystemMessage(SYSTEM)
     assert model.main_calls == [[sys, *seed], [sys, summary_lc, seed[3], trimmed]]
-    assert state[event["cutoff"]:5] == model.main_calls[1][2:]  # checkpoint == what was sent
+    assert state[event["cutoff"] : 5] == model.main_calls[1][2:]  # checkpoint == what was sent
 
     stored = files(backend.scoped(thread_id))
     assert set(stored) == {path, event["file_path"]}
@@ -368,21 +478,27 @@ def test_r4_r22_r43_overflow_forces_l2_and_persists_tail_trim(runner: Runner, th
     assert [from_core(m) for m in archived] == seed[:3]
 
     events = result.runs[0].compression
-    assert [(e["phase"], e["level"], e["forced"]) for e in events] == [("started", "L2", True),
-                                                                       ("completed", "L2", True)]
+    assert [(e["phase"], e["level"], e["forced"]) for e in events] == [
+        ("started", "L2", True),
+        ("completed", "L2", True),
+    ]
     assert events[1]["cutoff"] == 3 and events[1]["file_path"] == event["file_path"]
     assert events[1]["tokens_after"] <= int(config.l2_threshold_tokens) < events[0]["tokens_before"]
     assert_frames(result, 0, events)
 
 
-def test_r42_no_valid_cutoff_overflow_propagates_with_failed(runner: Runner, thread_id: str) -> None:
+def test_r42_no_valid_cutoff_overflow_propagates_with_failed(
+    runner: Runner, thread_id: str
+) -> None:
     """R42/R32: above the threshold with nothing L2 can cut (one huge message), the
     L1 view is sent; it still overflows, so the error propagates from the graph,
     `failed` follows `started`, and no event is persisted."""
     seed = [HumanMessage(prose("paste", 1500), id="m-0")]
     model = FakeToolChatModel([AIMessage("never")], overflow_above=4000)
     backend = FsspecBackend(f"memory://r42-{thread_id}")
-    mw = ArsSummarizationMiddleware(SummaryConfig(summary_threshold=1, summary_keep_messages=2), backend=backend)
+    mw = ArsSummarizationMiddleware(
+        SummaryConfig(summary_threshold=1, summary_keep_messages=2), backend=backend
+    )
     result = runner.run(build_agent(model, mw), [{"messages": seed}], cfg(thread_id))
 
     from langchain_core.exceptions import ContextOverflowError
@@ -397,4 +513,5 @@ def test_r42_no_valid_cutoff_overflow_propagates_with_failed(runner: Runner, thr
     assert files(backend.scoped(thread_id)) == {}
     frames = result.runs[0].frames
     assert [f for f in frames if f.startswith("event: context_compression")] == [
-        encode_sse(e, id=f"{e['round_id']}:{e['phase']}") for e in events]
+        encode_sse(e, id=f"{e['round_id']}:{e['phase']}") for e in events
+    ]
