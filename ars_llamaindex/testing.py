@@ -28,7 +28,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -81,9 +81,12 @@ class _ToolCalls:
     text: str = ""
 
 
-def tool_call(name: str, id: str | None = None, **args: Any) -> _ToolCalls:
-    """A script item: the assistant calls one tool."""
-    return _ToolCalls((ToolCallSpec(name, dict(args), id),))
+def tool_call(tool: str, args: Mapping[str, Any] | None = None, /, *, call_id: str | None = None,
+              **kwargs: Any) -> _ToolCalls:
+    """A script item: the assistant calls one tool, with ``args`` and/or keyword
+    arguments (``tool_call("bash", cmd="ls")``, ``tool_call("f", {"name": "x"})``);
+    ``call_id`` fixes the call's id (default ``call_<n>``)."""
+    return _ToolCalls((ToolCallSpec(tool, {**(args or {}), **kwargs}, call_id),))
 
 
 def tool_calls(*calls: ToolCallSpec | tuple[str, dict[str, Any]], text: str = "") -> _ToolCalls:
