@@ -293,3 +293,51 @@ def test_r35_invalid_context_values_are_rejected() -> None:
     sub = mw.for_subagent()
     assert sub.config == mw.config and sub.name == mw.name == "SummarizationMiddleware"
     assert sub._resolver is mw._resolver  # same backend (and scope cache) as the parent
+
+
+class BadRequestError(Exception):
+    """Shaped like an OpenAI SDK 400 error."""
+
+    status_code = 400
+
+
+def test_r4_r27_provider_400_text_forces_l2_in_a_graph() -> None:
+    """R4: a provider 400 "maximum context length" error below the threshold starts
+    the forced path (announced when L2 begins); the explicit summary model's usage
+    goes to on_summary_usage and the event, apart from the main model (R27)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from ars_core import Usage
+    from ars_langchain.testing import FakeToolChatModel as Fake
+
+    seed = [
+        (HumanMessage if i % 2 == 0 else AIMessage)(prose(f"t{i}", 60), id=f"m{i}")
+        for i in range(7)
+    ]
+    usage = {"input_tokens": 40, "output_tokens": 4, "total_tokens": 44}
+    error = BadRequestError("Error code: 400 - This model's maximum context length is 8192 tokens")
+    model = Fake([error, AIMessage("fine now", id="ok")])
+    summary_model = Fake([AIMessage("SHORT SUMMARY", usage_metadata=usage)])
+    usages: list[Usage] = []
+    events: list[Any] = []
+    mw = ArsSummarizationMiddleware(
+        SummaryConfig(summary_threshold=4, summary_keep_messages=2),
+        model=summary_model,
+        backend=FsspecBackend("memory://r4-provider"),
+        on_summary_usage=usages.append,
+        on_event=events.append,
+    )
+    agent = build_agent(model, mw)(InMemorySaver())
+    config = {"configurable": {"thread_id": "p"}}
+    agent.invoke({"messages": seed}, config)
+    event = agent.get_state(config).values["_summarization_event"]
+    assert event["cutoff"] == 5 and event["summary_usage"] == usage
+    assert usages == [Usage(40, 4, 44)]
+    assert [(e.phase, e.level, e.forced) for e in events] == [
+        ("started", "L2", True),
+        ("completed", "L2", True),
+    ]
+    assert len(model.main_calls) == 2 and model.main_calls[0][1:] == seed
+    assert model.main_calls[1][1].text.endswith(f"saved at {event['file_path']}.")
+    assert model.main_calls[1][2:] == seed[5:]
+    assert len(summary_model.summary_calls) == 1 and model.summary_calls == []
