@@ -43,11 +43,18 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``python -m ars_core ARGS`` in ``cwd``, the repository importable."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(
+        os.pathsep
+    )
     env.pop("ARS_DEBUG", None)
     return subprocess.run(
         [sys.executable, "-m", "ars_core", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
 
 
@@ -62,11 +69,23 @@ def library_replay(path: Path, threshold: float) -> dict[str, Any]:
         system, messages = messages[0], messages[1:]
     est = ApproxEstimator()
     config = SummaryConfig(summary_threshold=threshold)
-    compressor = Compressor(config, estimator=est, summarizer=ExtractiveSummarizer(),
-                            backend=FsspecBackend(f"memory://oracle-{path.name}-{threshold}"))
+    compressor = Compressor(
+        config,
+        estimator=est,
+        summarizer=ExtractiveSummarizer(),
+        backend=FsspecBackend(f"memory://oracle-{path.name}-{threshold}"),
+    )
     state: list[Message] = []
     event: SummarizationEvent | None = None
-    out = {"calls": 0, "l1": 0, "l2": 0, "sent": [], "without": [], "summary_tokens": 0, "cutoffs": []}
+    out = {
+        "calls": 0,
+        "l1": 0,
+        "l2": 0,
+        "sent": [],
+        "without": [],
+        "summary_tokens": 0,
+        "cutoffs": [],
+    }
     for i, m in enumerate(messages):
         if m.role == "assistant":
             outcome = compressor.call(state, lambda view, m=m: m, event=event, system=system)
@@ -75,7 +94,9 @@ def library_replay(path: Path, threshold: float) -> dict[str, Any]:
                     event = outcome.update.event
                     out["cutoffs"].append(event.cutoff)
                     usage = event.summary_usage
-                    out["summary_tokens"] += usage.input_tokens + usage.output_tokens if usage else 0
+                    out["summary_tokens"] += (
+                        usage.input_tokens + usage.output_tokens if usage else 0
+                    )
                 for index, new in outcome.update.replaced:
                     state[index] = new
             out["calls"] += 1
@@ -117,8 +138,11 @@ def test_replay_without_arguments_prints_totals_matching_the_library(tmp_path: P
     assert "extractive" in text and "no API key" in text
 
     oracles = {p.name.removesuffix(".jsonl.gz"): library_replay(p, 16) for p in SAMPLES}
-    rows = {line.split()[0]: line.split() for line in text.splitlines()
-            if line.split() and line.split()[0] in {*oracles, "total"}}
+    rows = {
+        line.split()[0]: line.split()
+        for line in text.splitlines()
+        if line.split() and line.split()[0] in {*oracles, "total"}
+    }
     assert set(rows) == {*oracles, "total"}
     files_seen = 0
     for name, o in oracles.items():
@@ -144,15 +168,38 @@ def test_replay_without_arguments_prints_totals_matching_the_library(tmp_path: P
 
 
 JSON_RUN_KEYS = {
-    "name": str, "source": str, "messages": int, "model_calls": int, "l1_rounds": int, "l2_rounds": int,
-    "tokens_sent_total": int, "tokens_sent_peak": int, "tokens_without_total": int,
-    "tokens_without_peak": int, "over_threshold": int, "over_threshold_without": int,
-    "files_written": int, "files_by_kind": dict, "summary_calls": int, "summary_input_tokens": int,
-    "summary_output_tokens": int, "summary_tokens": int, "summary_errors": int, "warnings": list,
-    "seconds": float, "sent_ratio": float,
+    "name": str,
+    "source": str,
+    "messages": int,
+    "model_calls": int,
+    "l1_rounds": int,
+    "l2_rounds": int,
+    "tokens_sent_total": int,
+    "tokens_sent_peak": int,
+    "tokens_without_total": int,
+    "tokens_without_peak": int,
+    "over_threshold": int,
+    "over_threshold_without": int,
+    "files_written": int,
+    "files_by_kind": dict,
+    "summary_calls": int,
+    "summary_input_tokens": int,
+    "summary_output_tokens": int,
+    "summary_tokens": int,
+    "summary_errors": int,
+    "warnings": list,
+    "seconds": float,
+    "sent_ratio": float,
 }
-JSON_CALL_KEYS = {"call": int, "message_index": int, "level": (str, type(None)), "forced": bool,
-                  "tokens_sent": int, "tokens_without": int, "cutoff": (int, type(None))}
+JSON_CALL_KEYS = {
+    "call": int,
+    "message_index": int,
+    "level": (str, type(None)),
+    "forced": bool,
+    "tokens_sent": int,
+    "tokens_without": int,
+    "cutoff": (int, type(None)),
+}
 
 
 def _check_types(obj: dict[str, Any], schema: dict[str, Any]) -> None:
@@ -163,14 +210,28 @@ def _check_types(obj: dict[str, Any], schema: dict[str, Any]) -> None:
 
 def test_replay_json_schema_and_files_on_disk(tmp_path: Path) -> None:
     run = SAMPLE_DIR / "django__django-16502.jsonl.gz"
-    result = run_cli("replay", str(run), "--threshold", "8", "--keep", "6", "--json", "--out", "out",
-                     cwd=tmp_path)
+    result = run_cli(
+        "replay",
+        str(run),
+        "--threshold",
+        "8",
+        "--keep",
+        "6",
+        "--json",
+        "--out",
+        "out",
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["command"] == "replay" and doc["samples"] is False
     assert doc["config"] == {
-        "summary_threshold": 8.0, "summary_keep_messages": 6, "summary_tool_result_token_limit": 300,
-        "summary_l2_trigger_ratio": 0.4, "threshold_tokens": 8192, "l2_threshold_tokens": 3276,
+        "summary_threshold": 8.0,
+        "summary_keep_messages": 6,
+        "summary_tool_result_token_limit": 300,
+        "summary_l2_trigger_ratio": 0.4,
+        "threshold_tokens": 8192,
+        "l2_threshold_tokens": 3276,
     }
     assert doc["estimator"] == "approx" and doc["summarizer"] == "extractive"
     assert Path(doc["out"]) == (tmp_path / "out").resolve()
@@ -230,10 +291,14 @@ def test_replay_folder_of_runs_and_plot_aggregate(tmp_path: Path, trajectories_d
     for p in runs:
         shutil.copy(p, folder / p.name)
     (folder / "notes.txt").write_text("not a run", encoding="utf-8")  # ignored: not a run file
-    result = run_cli("replay", "runs", "--threshold", "4", "--json", "--plot", "agg.png", cwd=tmp_path)
+    result = run_cli(
+        "replay", "runs", "--threshold", "4", "--json", "--plot", "agg.png", cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
-    assert [r["name"] for r in doc["runs"]] == sorted(p.name.removesuffix(".jsonl.gz") for p in runs)
+    assert [r["name"] for r in doc["runs"]] == sorted(
+        p.name.removesuffix(".jsonl.gz") for p in runs
+    )
     for r, p in zip(doc["runs"], sorted(runs), strict=True):
         o = library_replay(p, 4)
         assert r["tokens_sent_total"] == sum(o["sent"])
@@ -251,8 +316,9 @@ def test_console_script(tmp_path: Path) -> None:
         pytest.skip("the ars console script is not installed (pip install -e .)")
     run = str(SAMPLE_DIR / "sphinx-doc__sphinx-8459.jsonl.gz")
     args = ["replay", run, "--threshold", "16", "--json"]
-    installed = subprocess.run([script, *args], cwd=tmp_path, capture_output=True, text=True,
-                               timeout=300, check=False)
+    installed = subprocess.run(
+        [script, *args], cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False
+    )
     assert installed.returncode == 0, installed.stderr
     module = run_cli(*args, cwd=tmp_path)
     a, b = json.loads(installed.stdout), json.loads(module.stdout)
@@ -265,15 +331,18 @@ def test_console_script(tmp_path: Path) -> None:
 
 def test_replay_with_tiktoken_estimator(tmp_path: Path) -> None:
     run = SAMPLE_DIR / "django__django-16502.jsonl.gz"
-    result = run_cli("replay", str(run), "--estimator", "o200k", "--threshold", "16", "--json",
-                     cwd=tmp_path)
+    result = run_cli(
+        "replay", str(run), "--estimator", "o200k", "--threshold", "16", "--json", cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["estimator"] == "tiktoken:o200k_base"
     messages = read_messages(run)
     est = TiktokenEstimator("o200k_base")
     # the first request is the system message plus the task: counted exactly by o200k
-    assert doc["runs"][0]["calls"][0]["tokens_without"] == est.count(messages[1:2], system=messages[0])
+    assert doc["runs"][0]["calls"][0]["tokens_without"] == est.count(
+        messages[1:2], system=messages[0]
+    )
 
 
 # ------------------------------------------------------------------ estimate
@@ -295,7 +364,9 @@ def test_estimate_counts_per_estimator(tmp_path: Path) -> None:
             "tiktoken:cl100k_base": cl100k.count(messages),
         }
         ref = row["tokens"]["tiktoken:o200k_base"]
-        assert row["error_vs_o200k"]["approx"] == pytest.approx((row["tokens"]["approx"] - ref) / ref, abs=1e-4)
+        assert row["error_vs_o200k"]["approx"] == pytest.approx(
+            (row["tokens"]["approx"] - ref) / ref, abs=1e-4
+        )
         assert abs(row["error_vs_o200k"]["approx"]) < 0.15
 
     human = run_cli("estimate", str(SAMPLES[0]), cwd=tmp_path)
@@ -315,8 +386,10 @@ def _write(path: Path, data: bytes | str) -> Path:
 
 def _bad_inputs(tmp: Path) -> dict[str, tuple[Sequence[str], str]]:
     """name -> (arguments, a phrase the error line must contain)."""
-    orphan = [{"role": "user", "content": "hi"},
-              {"role": "tool", "tool_call_id": "call_1", "name": "bash", "content": "out"}]
+    orphan = [
+        {"role": "user", "content": "hi"},
+        {"role": "tool", "tool_call_id": "call_1", "name": "bash", "content": "out"},
+    ]
     _write(tmp / "orphan.jsonl", "\n".join(json.dumps(m) for m in orphan))
     _write(tmp / "prose.txt", "Dear diary, today I compressed a context window.\n")
     _write(tmp / "object.json", json.dumps({"hello": "world"}))
@@ -342,12 +415,20 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Sequence[str], str]]:
         "threshold not a number": (["replay", good, "--threshold", "lots"], "--threshold"),
         "ratio above 1": (["replay", good, "--ratio", "1.5"], "summary_l2_trigger_ratio"),
         "keep zero": (["replay", good, "--keep", "0"], "summary_keep_messages"),
-        "tool limit zero": (["replay", good, "--tool-limit", "0"], "summary_tool_result_token_limit"),
+        "tool limit zero": (
+            ["replay", good, "--tool-limit", "0"],
+            "summary_tool_result_token_limit",
+        ),
         "unknown estimator": (["replay", good, "--estimator", "nope"], "nope"),
         "unknown summarizer": (["replay", good, "--summarizer", "nope"], "nope"),
-        "unknown chat model provider": (["replay", good, "--summarizer", "nosuchprovider:model-x"],
-                                        "nosuchprovider:model-x"),
-        "plot into a missing folder": (["replay", good, "--plot", "no/such/dir/x.png"], "does not exist"),
+        "unknown chat model provider": (
+            ["replay", good, "--summarizer", "nosuchprovider:model-x"],
+            "nosuchprovider:model-x",
+        ),
+        "plot into a missing folder": (
+            ["replay", good, "--plot", "no/such/dir/x.png"],
+            "does not exist",
+        ),
         "unknown option": (["replay", good, "--frobnicate"], "--frobnicate"),
         "unknown command": (["compress"], "compress"),
         "estimate without files": (["estimate"], "required"),
@@ -359,14 +440,34 @@ def bad_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("bad")
 
 
-@pytest.mark.parametrize("case", [
-    "missing file", "orphan tool message", "not a transcript (prose)", "not a transcript (object)",
-    "not UTF-8", "corrupt gzip", "unknown role", "empty file", "folder without runs",
-    "directory as a file to estimate", "estimate orphan", "negative threshold",
-    "threshold not a number", "ratio above 1", "keep zero", "tool limit zero", "unknown estimator",
-    "unknown summarizer", "unknown chat model provider", "plot into a missing folder",
-    "unknown option", "unknown command", "estimate without files",
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing file",
+        "orphan tool message",
+        "not a transcript (prose)",
+        "not a transcript (object)",
+        "not UTF-8",
+        "corrupt gzip",
+        "unknown role",
+        "empty file",
+        "folder without runs",
+        "directory as a file to estimate",
+        "estimate orphan",
+        "negative threshold",
+        "threshold not a number",
+        "ratio above 1",
+        "keep zero",
+        "tool limit zero",
+        "unknown estimator",
+        "unknown summarizer",
+        "unknown chat model provider",
+        "plot into a missing folder",
+        "unknown option",
+        "unknown command",
+        "estimate without files",
+    ],
+)
 def test_bad_input_gives_one_clear_line(case: str, bad_dir: Path) -> None:
     args, phrase = _bad_inputs(bad_dir)[case]
     result = run_cli(*args, cwd=bad_dir)
@@ -398,8 +499,17 @@ def test_no_command_prints_help_and_fails(tmp_path: Path) -> None:
 def test_help_exits_zero(tmp_path: Path) -> None:
     result = run_cli("replay", "--help", cwd=tmp_path)
     assert result.returncode == 0
-    for option in ("--threshold", "--keep", "--tool-limit", "--ratio", "--estimator", "--summarizer",
-                   "--out", "--plot", "--json"):
+    for option in (
+        "--threshold",
+        "--keep",
+        "--tool-limit",
+        "--ratio",
+        "--estimator",
+        "--summarizer",
+        "--out",
+        "--plot",
+        "--json",
+    ):
         assert option in result.stdout
     assert re.search(r"default\s+10\b", result.stdout)  # summary_keep_messages default shown
 
@@ -422,8 +532,10 @@ def test_chat_model_summarizer_calls_the_model_unstreamed() -> None:
             seen.append((input, config))
             return super().invoke(input, config, **kwargs)
 
-    reply = AIMessage(content=" the summary ", usage_metadata={"input_tokens": 120, "output_tokens": 7,
-                                                                "total_tokens": 127})
+    reply = AIMessage(
+        content=" the summary ",
+        usage_metadata={"input_tokens": 120, "output_tokens": 7, "total_tokens": 127},
+    )
     model = Recording(messages=iter([reply]))
     summarizer = ChatModelSummarizer(model, "fake:model")
     history = [Message(role="user", content="fix the bug in setup.py")]

@@ -1,0 +1,197 @@
+"""A smoke run of ``benchmarks/run.py`` (tiny sizes) so the benchmark code cannot rot.
+
+The report is parsed back from its markdown tables and checked: the table
+structure, sane timings, ratios consistent with the medians they come from,
+and the "no compression" token totals recomputed here with tiktoken o200k.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ars_core import TiktokenEstimator, read_messages
+from ars_core.cli import SAMPLE_DIR
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = REPO_ROOT / "benchmarks" / "run.py"
+
+
+def parse_tables(markdown: str) -> list[list[dict[str, str]]]:
+    """Every markdown table in ``markdown`` as a list of rows keyed by header."""
+    tables: list[list[dict[str, str]]] = []
+    lines = markdown.splitlines()
+    i = 0
+    while i < len(lines):
+        is_header = i + 1 < len(lines) and lines[i + 1].startswith(("|:", "|-"))
+        if lines[i].startswith("| ") and is_header:
+            header = [c.strip() for c in lines[i].strip("|").split("|")]
+            rows = []
+            i += 2
+            while i < len(lines) and lines[i].startswith("|"):
+                cells = [c.strip() for c in lines[i].strip("|").split("|")]
+                assert len(cells) == len(header), lines[i]
+                rows.append(dict(zip(header, cells, strict=True)))
+                i += 1
+            tables.append(rows)
+        else:
+            i += 1
+    return tables
+
+
+def num(cell: str) -> float:
+    return float(cell.replace(",", "").rstrip("%x"))
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, object], str]:
+    tmp = tmp_path_factory.mktemp("bench")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(
+        os.pathsep
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--quick",
+            "--runs-dir",
+            str(SAMPLE_DIR),
+            "--out",
+            str(tmp / "report.md"),
+            "--json",
+            str(tmp / "raw.json"),
+        ],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    report = (tmp / "report.md").read_text(encoding="utf-8")
+    assert report.strip() == result.stdout.strip()
+    return report, json.loads((tmp / "raw.json").read_text(encoding="utf-8")), result.stderr
+
+
+def test_report_has_every_section(smoke: tuple[str, dict[str, object], str]) -> None:
+    report, raw, _ = smoke
+    for heading in (
+        "# ARS benchmark report",
+        "## A. Per-call overhead",
+        "### One L2 round",
+        "## B. Tokens sent",
+        "## C. Estimators",
+        "## D. Core per-call overhead",
+    ):
+        assert heading in report
+    assert len(parse_tables(report)) == 6  # A, L2, B, C errors, C speed, D
+    assert set(raw) == {"per_call_ms", "l2_ms", "tokens", "estimator_speed_mb_s"}
+
+
+def test_overhead_table(smoke: tuple[str, dict[str, object], str]) -> None:
+    report, _, _ = smoke
+    a, l2 = parse_tables(report)[:2]
+    assert [row["history"] for row in a] == ["50", "100"]
+    cols = list(a[0])
+    ars = next(c for c in cols if c.startswith("ARS") and c.endswith("(ms)"))
+    ars_name = ars.removesuffix(" (ms)")
+    for row in a:
+        for peer in ("LangChain", "deepagents"):
+            med, ars_med = num(row[f"{peer} (ms)"]), num(row[ars])
+            assert 0 < med < 1000 and 0 < ars_med < 1000
+            assert num(row[f"{peer} / {ars_name}"]) == pytest.approx(
+                med / ars_med, rel=0.1, abs=0.06
+            )
+    assert {row["policy"] for row in l2} >= {"ARS core", "LangChain", "deepagents"}
+    for row in l2:
+        assert 0 < num(row["median (ms)"]) <= num(row["p95 (ms)"]) + 1e-9
+        if "/" in row["checked"]:  # every call really ran L2 / summarized
+            done, total = row["checked"].split()[0].split("/")
+            assert done == total
+
+
+def test_token_table_against_an_o200k_recount(smoke: tuple[str, dict[str, object], str]) -> None:
+    report, _, _ = smoke
+    b = parse_tables(report)[2]
+    policies = [row["policy"] for row in b]
+    assert policies == ["no compression", "ARS", "LangChain", "observation masking", "deepagents"]
+    rows = {row["policy"]: row for row in b}
+    threshold = int(num(b[0]["T (tokens)"]))
+    assert threshold == 4096
+
+    # the oracle: the two largest shipped runs, every request counted with o200k here
+    runs = sorted(
+        (read_messages(p) for p in SAMPLE_DIR.glob("*.jsonl.gz")),
+        key=lambda ms: sum(len(m.text) for m in ms),
+        reverse=True,
+    )[:2]
+    est = TiktokenEstimator("o200k_base")
+    totals, requests, peak = 0, 0, 0
+    for messages in runs:
+        system, history = messages[0], messages[1:]
+        for i, m in enumerate(history):
+            if m.role == "assistant":
+                tokens = est.count(history[:i], system=system)
+                totals, requests, peak = totals + tokens, requests + 1, max(peak, tokens)
+    none = rows["no compression"]
+    assert (num(none["total tokens"]), num(none["requests"]), num(none["peak"])) == (
+        totals,
+        requests,
+        peak,
+    )
+    assert none["% of none"] == "100.0%" and num(none["summaries"]) == 0
+
+    for row in rows.values():
+        assert num(row["requests"]) == requests  # every policy answered every assistant turn
+        assert num(row["total tokens"]) <= totals
+        assert num(row["% of none"]) == pytest.approx(
+            100 * num(row["total tokens"]) / totals, abs=0.06
+        )
+    ars = rows["ARS"]
+    assert num(ars["summaries"]) > 0 and num(ars["placeholders"]) == 0
+    assert num(ars["summary-call tokens"]) > 0
+    assert num(ars["peak"]) <= 1.15 * threshold  # approx-estimator decisions, o200k counts
+    assert num(ars["over T"]) <= num(rows["LangChain"]["over T"])
+    assert num(ars["total tokens"]) < num(rows["observation masking"]["total tokens"])
+    for peer in ("LangChain", "deepagents"):
+        assert num(rows[peer]["summaries"]) > 0
+        assert num(rows[peer]["placeholders"]) <= num(rows[peer]["summaries"])
+    assert num(rows["observation masking"]["summaries"]) == 0
+    assert "Target at T=4,096" in report
+
+
+def test_estimator_tables(smoke: tuple[str, dict[str, object], str]) -> None:
+    report, raw, _ = smoke
+    errors, speed = parse_tables(report)[3:5]
+    cats = {row["samples"] for row in errors}
+    assert {"agent messages", "JSON", "code", "whole runs"} <= cats
+    for row in errors:
+        assert row["estimator"] in ("approx", "cl100k")
+        assert num(row["mean abs error"]) <= num(row["max abs error"]) + 0.05
+    whole = next(r for r in errors if r["samples"] == "whole runs" and r["estimator"] == "approx")
+    assert num(whole["mean abs error"]) < 15
+    assert {row["estimator"] for row in speed} == {"approx", "o200k", "cl100k"}
+    assert all(num(row["MB/s"]) > 0.1 for row in speed)
+    assert raw["estimator_speed_mb_s"].keys() == {"approx", "o200k", "cl100k"}  # type: ignore[union-attr]
+
+
+def test_flatness_table(smoke: tuple[str, dict[str, object], str]) -> None:
+    report, raw, _ = smoke
+    d = parse_tables(report)[5]
+    assert [row["history"] for row in d] == ["50", "100"]
+    for row in d:
+        assert 0 < num(row["core median (ms)"]) <= num(row["core p95 (ms)"]) + 1e-9
+    per_call = raw["per_call_ms"]
+    assert isinstance(per_call, dict)
+    assert num(d[1]["core median (ms)"]) == pytest.approx(
+        per_call["ARS core"]["100"]["median"], abs=0.001
+    )
+    assert "Flatness: median at 100 / median at 50" in report
