@@ -26,7 +26,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from llama_index.core.agent.workflow import FunctionAgent
-from llama_index.core.agent.workflow.workflow_events import AgentOutput, AgentWorkflowStartEvent, ToolCallResult
+from llama_index.core.agent.workflow.agent_context import AgentContext
+from llama_index.core.agent.workflow.workflow_events import (
+    AgentOutput,
+    AgentWorkflowStartEvent,
+    ToolCallResult,
+)
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
 from llama_index.core.llms import LLM
 from llama_index.core.memory import BaseMemory
@@ -52,9 +57,13 @@ def _with_system(system_prompt: Any, view: list[ChatMessage]) -> list[ChatMessag
     return [ChatMessage(role="system", content=text), *view] if text else list(view)
 
 
-def call_with_compaction(memory: ArsMemory, call: Callable[[list[ChatMessage]], T], *,
-                         system_prompt: str | ChatMessage | None = None,
-                         tools: Sequence[Any] | None = None) -> T:
+def call_with_compaction(
+    memory: ArsMemory,
+    call: Callable[[list[ChatMessage]], T],
+    *,
+    system_prompt: str | ChatMessage | None = None,
+    tools: Sequence[Any] | None = None,
+) -> T:
     """``call(system + memory view)``; on a context-length error, force L2 and
     call once more with the new view (R4). ``system_prompt`` and ``tools``
     count in the estimate; the system prompt is prepended to the view."""
@@ -74,9 +83,13 @@ def call_with_compaction(memory: ArsMemory, call: Callable[[list[ChatMessage]], 
     return result
 
 
-async def acall_with_compaction(memory: ArsMemory, call: Callable[[list[ChatMessage]], Awaitable[T]], *,
-                                system_prompt: str | ChatMessage | None = None,
-                                tools: Sequence[Any] | None = None) -> T:
+async def acall_with_compaction(
+    memory: ArsMemory,
+    call: Callable[[list[ChatMessage]], Awaitable[T]],
+    *,
+    system_prompt: str | ChatMessage | None = None,
+    tools: Sequence[Any] | None = None,
+) -> T:
     """Async twin of :func:`call_with_compaction`."""
     view = await memory.aget(system_prompt=system_prompt, tools=tools)
     try:
@@ -94,8 +107,14 @@ async def acall_with_compaction(memory: ArsMemory, call: Callable[[list[ChatMess
     return result
 
 
-def chat_with_compaction(llm: LLM, memory: ArsMemory, *, system_prompt: str | ChatMessage | None = None,
-                         tools: Sequence[Any] | None = None, **kwargs: Any) -> ChatResponse:
+def chat_with_compaction(
+    llm: LLM,
+    memory: ArsMemory,
+    *,
+    system_prompt: str | ChatMessage | None = None,
+    tools: Sequence[Any] | None = None,
+    **kwargs: Any,
+) -> ChatResponse:
     """``llm.chat`` (or ``chat_with_tools`` when ``tools`` are given) over the
     memory's view, with the forced path. The response is not stored: ``put`` it."""
 
@@ -107,8 +126,14 @@ def chat_with_compaction(llm: LLM, memory: ArsMemory, *, system_prompt: str | Ch
     return call_with_compaction(memory, call, system_prompt=system_prompt, tools=tools)
 
 
-async def achat_with_compaction(llm: LLM, memory: ArsMemory, *, system_prompt: str | ChatMessage | None = None,
-                                tools: Sequence[Any] | None = None, **kwargs: Any) -> ChatResponse:
+async def achat_with_compaction(
+    llm: LLM,
+    memory: ArsMemory,
+    *,
+    system_prompt: str | ChatMessage | None = None,
+    tools: Sequence[Any] | None = None,
+    **kwargs: Any,
+) -> ChatResponse:
     """Async twin of :func:`chat_with_compaction`."""
 
     async def call(messages: list[ChatMessage]) -> ChatResponse:
@@ -129,10 +154,13 @@ class ArsFunctionAgent(FunctionAgent):
         await super()._init_context(ctx, ev)
         memory = await ctx.store.get("memory", default=None)
         if isinstance(memory, ArsMemory):
-            memory.bind_agent(llm=self.llm, system_prompt=self.system_prompt, tools=list(self.tools or ()))
+            memory.bind_agent(
+                llm=self.llm, system_prompt=self.system_prompt, tools=list(self.tools or ())
+            )
 
-    async def handle_tool_call_results(self, ctx: Context, results: list[ToolCallResult],
-                                       memory: BaseMemory) -> None:
+    async def handle_tool_call_results(
+        self, ctx: Context, results: list[ToolCallResult], memory: BaseMemory
+    ) -> None:
         await super().handle_tool_call_results(ctx, results, memory)
         if isinstance(memory, ArsMemory):  # persist the tool round now: the next view compresses it
             scratchpad: list[ChatMessage] = await ctx.store.get(self.scratchpad_key, default=[])
@@ -140,23 +168,36 @@ class ArsFunctionAgent(FunctionAgent):
                 await memory.aput_messages(scratchpad)
                 await ctx.store.set(self.scratchpad_key, [])
 
-    async def take_step(self, ctx: Context, llm_input: list[ChatMessage], tools: Sequence[AsyncBaseTool],
-                        memory: BaseMemory) -> AgentOutput:
+    async def take_step(
+        self,
+        ctx: AgentContext,
+        llm_input: list[ChatMessage],
+        tools: Sequence[AsyncBaseTool],
+        memory: BaseMemory,
+    ) -> AgentOutput:
         if not isinstance(memory, ArsMemory):
-            return await super().take_step(ctx, llm_input, tools, memory)  # type: ignore[arg-type]
+            return await super().take_step(ctx, llm_input, tools, memory)
         try:
-            return await super().take_step(ctx, llm_input, tools, memory)  # type: ignore[arg-type]
+            return await super().take_step(ctx, llm_input, tools, memory)
         except Exception as exc:
             if not memory.is_context_length_error(exc):
                 raise
         # R4: forced compaction, then one retry with the new view
-        head = llm_input[:1] if (
-            self.system_prompt and llm_input and llm_input[0].role == MessageRole.SYSTEM
-            and llm_input[0].content == self.system_prompt
-        ) else []
-        rnd = await memory.acompact_round(force=True, system_prompt=self.system_prompt, tools=list(tools))
+        head = (
+            llm_input[:1]
+            if (
+                self.system_prompt
+                and llm_input
+                and llm_input[0].role == MessageRole.SYSTEM
+                and llm_input[0].content == self.system_prompt
+            )
+            else []
+        )
+        rnd = await memory.acompact_round(
+            force=True, system_prompt=self.system_prompt, tools=list(tools)
+        )
         try:
-            output = await super().take_step(ctx, [*head, *rnd.view], tools, memory)  # type: ignore[arg-type]
+            output = await super().take_step(ctx, [*head, *rnd.view], tools, memory)
         except Exception as exc:
             rnd.failed(exc)
             raise

@@ -102,16 +102,24 @@ def _kwargs_call(item: Any) -> ToolCall | None:
     """One entry of ``additional_kwargs["tool_calls"]`` as a core tool call."""
     fn = _get(item, "function")
     if fn is not None and _get(fn, "name") is not None:  # OpenAI style
-        return ToolCall(id=str(_get(item, "id") or ""), name=str(_get(fn, "name")),
-                        args=_parse_args(_get(fn, "arguments")))
+        return ToolCall(
+            id=str(_get(item, "id") or ""),
+            name=str(_get(fn, "name")),
+            args=_parse_args(_get(fn, "arguments")),
+        )
     if _get(item, "tool_name") is not None:  # ToolSelection style
-        return ToolCall(id=str(_get(item, "tool_id") or ""), name=str(_get(item, "tool_name")),
-                        args=_parse_args(_get(item, "tool_kwargs")))
+        return ToolCall(
+            id=str(_get(item, "tool_id") or ""),
+            name=str(_get(item, "tool_name")),
+            args=_parse_args(_get(item, "tool_kwargs")),
+        )
     if _get(item, "name") is not None:  # {"id", "name", "input"/"args"}
         raw = _get(item, "input")
         if raw is None:
             raw = _get(item, "args")
-        return ToolCall(id=str(_get(item, "id") or ""), name=str(_get(item, "name")), args=_parse_args(raw))
+        return ToolCall(
+            id=str(_get(item, "id") or ""), name=str(_get(item, "name")), args=_parse_args(raw)
+        )
     return None
 
 
@@ -123,7 +131,9 @@ def _write_kwargs_call(item: dict[str, Any], call: ToolCall) -> None:
             fn["arguments"] = _args_out(call.args, as_str=True)
     elif item.get("tool_name") is not None:
         if _parse_args(item.get("tool_kwargs")) != dict(call.args):
-            item["tool_kwargs"] = _args_out(call.args, as_str=isinstance(item.get("tool_kwargs"), str))
+            item["tool_kwargs"] = _args_out(
+                call.args, as_str=isinstance(item.get("tool_kwargs"), str)
+            )
     elif item.get("name") is not None:
         key = "input" if "input" in item or "args" not in item else "args"
         if _parse_args(item.get(key)) != dict(call.args):
@@ -162,10 +172,17 @@ def to_core(message: ChatMessage, *, tool_name: str | None = None) -> Message:
             parts.append(ContentPart(type="text", text=block.text))
             block_dump.pop("text", None)
         elif isinstance(block, ToolCallBlock):
-            calls.append(ToolCall(id=block.tool_call_id or "", name=block.tool_name,
-                                  args=_parse_args(block.tool_kwargs)))
+            calls.append(
+                ToolCall(
+                    id=block.tool_call_id or "",
+                    name=block.tool_name,
+                    args=_parse_args(block.tool_kwargs),
+                )
+            )
         else:
-            parts.append(ContentPart(type=str(block_dump.get("block_type", "unknown")), data=block_dump))
+            parts.append(
+                ContentPart(type=str(block_dump.get("block_type", "unknown")), data=block_dump)
+            )
     calls.extend(_kwargs_calls(message))
     content: str | tuple[ContentPart, ...]
     if not parts:
@@ -236,7 +253,8 @@ def _rebuild(message: Message, skeleton: Mapping[str, Any]) -> dict[str, Any]:
     else:
         parts = message.content
         same_shape = len(parts) == len(slots) and all(
-            (p.type == "text") == (s.get("block_type") == "text") for p, s in zip(parts, slots, strict=True)
+            (p.type == "text") == (s.get("block_type") == "text")
+            for p, s in zip(parts, slots, strict=True)
         )
         if same_shape:
             new_content = [
@@ -282,15 +300,19 @@ def _rebuild(message: Message, skeleton: Mapping[str, Any]) -> dict[str, Any]:
 
 def _fresh(message: Message) -> ChatMessage:
     """A message ARS made (the summary) or one without a LlamaIndex origin."""
-    role = {"system": "system", "user": "user", "assistant": "assistant", "tool": "tool"}[message.role]
+    role = {"system": "system", "user": "user", "assistant": "assistant", "tool": "tool"}[
+        message.role
+    ]
     kwargs: dict[str, Any] = {}  # ARS markers stay out: providers may reject unknown fields
     if message.tool_call_id is not None:
         kwargs["tool_call_id"] = message.tool_call_id
     if message.name is not None and message.role == "tool":
         kwargs["name"] = message.name
     blocks: list[Any] = [_BLOCK_ADAPTER.validate_python(b) for b in _content_blocks(message)]
-    blocks += [ToolCallBlock(tool_call_id=c.id or None, tool_name=c.name, tool_kwargs=dict(c.args))
-               for c in message.tool_calls]
+    blocks += [
+        ToolCallBlock(tool_call_id=c.id or None, tool_name=c.name, tool_kwargs=dict(c.args))
+        for c in message.tool_calls
+    ]
     return ChatMessage(role=role, blocks=blocks, additional_kwargs=kwargs)
 
 

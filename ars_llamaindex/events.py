@@ -18,8 +18,8 @@ import logging
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from llama_index.core.instrumentation import get_dispatcher
-from llama_index.core.instrumentation.events.base import BaseEvent
+from llama_index_instrumentation import get_dispatcher
+from llama_index_instrumentation.base import BaseEvent
 
 from ars_core import CompressionEvent
 
@@ -105,7 +105,9 @@ def instrumentation_event(event: CompressionEvent, chat_store_key: str) -> ArsCo
     return _BY_PHASE[event.phase](chat_store_key=chat_store_key, payload=event.to_dict())
 
 
-def dispatch(event: CompressionEvent, chat_store_key: str, callback: EventCallback | None = None) -> None:
+def dispatch(
+    event: CompressionEvent, chat_store_key: str, callback: EventCallback | None = None
+) -> None:
     """Send ``event`` on the ``ars_llamaindex`` dispatcher and to ``callback``.
 
     Observers never break a call: a failing callback is logged (the dispatcher

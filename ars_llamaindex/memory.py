@@ -73,7 +73,9 @@ _VERSION = 1
 
 
 def _sha(message: ChatMessage) -> str:
-    text = json.dumps(message.model_dump(mode="json"), sort_keys=True, ensure_ascii=False, default=str)
+    text = json.dumps(
+        message.model_dump(mode="json"), sort_keys=True, ensure_ascii=False, default=str
+    )
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -125,14 +127,20 @@ class CompactionRound:
             self._deliver(ev)
         if started is not None:
             completed = next((e for e in self.outcome.events if e.phase == "completed"), None)
-            self._deliver(CompressionEvent(
-                phase="failed", level=completed.level if completed else started.level,
-                round_id=started.round_id, forced=started.forced, tokens_before=started.tokens_before,
-                tokens_after=completed.tokens_after if completed else None, threshold=started.threshold,
-                cutoff=completed.cutoff if completed else None,
-                file_path=completed.file_path if completed else None,
-                error=f"{type(exc).__name__}: {exc}",
-            ))
+            self._deliver(
+                CompressionEvent(
+                    phase="failed",
+                    level=completed.level if completed else started.level,
+                    round_id=started.round_id,
+                    forced=started.forced,
+                    tokens_before=started.tokens_before,
+                    tokens_after=completed.tokens_after if completed else None,
+                    threshold=started.threshold,
+                    cutoff=completed.cutoff if completed else None,
+                    file_path=completed.file_path if completed else None,
+                    error=f"{type(exc).__name__}: {exc}",
+                )
+            )
 
 
 class ArsMemory(BaseMemory):
@@ -174,7 +182,11 @@ class ArsMemory(BaseMemory):
         is_overflow: Callable[[BaseException], bool] = is_context_length_error,
     ) -> None:
         store = chat_store if chat_store is not None else SimpleChatStore()
-        super().__init__(chat_store=store, chat_store_key=chat_store_key, system_prompt=system_text(system_prompt))
+        super().__init__(  # type: ignore[call-arg]  # pydantic fields of this class
+            chat_store=store,
+            chat_store_key=chat_store_key,
+            system_prompt=system_text(system_prompt),
+        )
         self._store = ChatStoreAdapter(store)
         self._config = config or SummaryConfig()
         if isinstance(file_backend, str):
@@ -186,8 +198,13 @@ class ArsMemory(BaseMemory):
         self._summarizer_explicit = summarizer is not None or llm is not None
         if summarizer is None and llm is not None:
             summarizer = LLMSummarizer(llm, estimator=estimator)
-        self._compressor = Compressor(self._config, estimator=estimator, backend=self._files,
-                                      summarizer=summarizer, is_overflow=is_overflow)
+        self._compressor = Compressor(
+            self._config,
+            estimator=estimator,
+            backend=self._files,
+            summarizer=summarizer,
+            is_overflow=is_overflow,
+        )
         self._tools = tool_schemas(tools)
         self._on_event = on_event
         self._is_overflow = is_overflow
@@ -197,7 +214,7 @@ class ArsMemory(BaseMemory):
         return "ArsMemory"
 
     @classmethod
-    def from_defaults(  # type: ignore[override]
+    def from_defaults(
         cls,
         chat_history: list[ChatMessage] | None = None,
         llm: LLM | None = None,
@@ -233,9 +250,18 @@ class ArsMemory(BaseMemory):
         else:
             base = SummaryConfig.from_context(config) if config is not None else SummaryConfig()
             cfg = attrs.evolve(base, **config_fields) if config_fields else base
-        memory = cls(chat_store=chat_store, chat_store_key=chat_store_key, config=cfg, llm=llm,
-                     summarizer=summarizer, file_backend=file_backend, estimator=estimator,
-                     system_prompt=system_prompt, tools=tools, on_event=on_event)
+        memory = cls(
+            chat_store=chat_store,
+            chat_store_key=chat_store_key,
+            config=cfg,
+            llm=llm,
+            summarizer=summarizer,
+            file_backend=file_backend,
+            estimator=estimator,
+            system_prompt=system_prompt,
+            tools=tools,
+            on_event=on_event,
+        )
         if chat_history is not None:
             memory.set(chat_history)
         return memory
@@ -272,8 +298,13 @@ class ArsMemory(BaseMemory):
         """Whether ``exc`` is the LLM saying the request is too long (R4)."""
         return self._is_overflow(exc)
 
-    def bind_agent(self, *, llm: LLM | None = None, system_prompt: str | None = None,
-                   tools: Sequence[Any] | None = None) -> None:
+    def bind_agent(
+        self,
+        *,
+        llm: LLM | None = None,
+        system_prompt: str | None = None,
+        tools: Sequence[Any] | None = None,
+    ) -> None:
         """Fill in what the agent knows and the memory was not given: the
         summary model (the agent's own LLM), the system prompt and the tool
         schemas counted in the estimate."""
@@ -300,10 +331,17 @@ class ArsMemory(BaseMemory):
             event = SummarizationEvent.from_dict(record["event"])
             anchor = record.get("anchor") or {}
             n = event.cutoff
-            if n > len(chat) or (n and (anchor.get("first") != _sha(chat[0])
-                                        or anchor.get("last") != _sha(chat[n - 1]))):
-                log.warning("ARS: the summarization event of %r no longer matches the stored messages "
-                            "(history replaced?); ignoring it", self.chat_store_key)
+            if n > len(chat) or (
+                n
+                and (
+                    anchor.get("first") != _sha(chat[0]) or anchor.get("last") != _sha(chat[n - 1])
+                )
+            ):
+                log.warning(
+                    "ARS: the summarization event of %r no longer matches the stored messages "
+                    "(history replaced?); ignoring it",
+                    self.chat_store_key,
+                )
                 event, record = None, None
         replaced: set[int] = set()
         if record is not None and event is not None:
@@ -313,14 +351,18 @@ class ArsMemory(BaseMemory):
                     core[i] = message_from_dict(item["message"])  # R43: what was actually sent
                     replaced.add(i)
         # identity of the (live) core message -> its stored original, for exact round trips
-        originals = {id(c): m for i, (c, m) in enumerate(zip(core, chat, strict=True)) if i not in replaced}
+        originals = {
+            id(c): m for i, (c, m) in enumerate(zip(core, chat, strict=True)) if i not in replaced
+        }
         return _State(chat=chat, core=core, originals=originals, event=event, record=record)
 
     def _load(self) -> _State:
         return self._state(self._store.get(self.chat_store_key), self._store.get(self.event_key))
 
     async def _aload(self) -> _State:
-        return self._state(await self._store.aget(self.chat_store_key), await self._store.aget(self.event_key))
+        return self._state(
+            await self._store.aget(self.chat_store_key), await self._store.aget(self.event_key)
+        )
 
     def _record(self, state: _State, outcome: CallOutcome) -> ChatMessage | None:
         update = outcome.update
@@ -337,8 +379,11 @@ class ArsMemory(BaseMemory):
             "anchor": {"first": _sha(state.chat[0]), "last": _sha(state.chat[event.cutoff - 1])},
             "replaced": [replaced[i] for i in sorted(replaced)],
         }
-        text = (f"[ARS summarization event: messages 1-{event.cutoff} summarized"
-                + (f", history at {event.file_path}" if event.file_path else "") + "]")
+        text = (
+            f"[ARS summarization event: messages 1-{event.cutoff} summarized"
+            + (f", history at {event.file_path}" if event.file_path else "")
+            + "]"
+        )
         return ChatMessage(role="system", content=text, additional_kwargs={_RECORD_KEY: record})
 
     def _deliver(self, event: CompressionEvent) -> None:
@@ -350,19 +395,30 @@ class ArsMemory(BaseMemory):
         return system, schemas
 
     def _finish(self, state: _State, outcome: CallOutcome) -> CompactionRound:
-        return CompactionRound(view=from_core_messages(outcome.view, state.originals),
-                               outcome=outcome, deliver=self._deliver)
+        return CompactionRound(
+            view=from_core_messages(outcome.view, state.originals),
+            outcome=outcome,
+            deliver=self._deliver,
+        )
 
     # ------------------------------------------------------------ rounds
 
-    def compact_round(self, *, force: bool = False, system_prompt: Any = None,
-                      tools: Any = None) -> CompactionRound:
+    def compact_round(
+        self, *, force: bool = False, system_prompt: Any = None, tools: Any = None
+    ) -> CompactionRound:
         """Build the view (persisting a new event, if any) and hold its stream
         events back; see :class:`CompactionRound`."""
         state = self._load()
         system, schemas = self._extras(system_prompt, tools)
-        outcome = self._compressor.compact(state.core, event=state.event, system=system, tools=schemas,
-                                           force=force, emitter=lambda e: None, thread=self.chat_store_key)
+        outcome = self._compressor.compact(
+            state.core,
+            event=state.event,
+            system=system,
+            tools=schemas,
+            force=force,
+            emitter=lambda e: None,
+            thread=self.chat_store_key,
+        )
         rnd = self._finish(state, outcome)
         try:
             record = self._record(state, outcome)
@@ -373,14 +429,21 @@ class ArsMemory(BaseMemory):
             raise
         return rnd
 
-    async def acompact_round(self, *, force: bool = False, system_prompt: Any = None,
-                             tools: Any = None) -> CompactionRound:
+    async def acompact_round(
+        self, *, force: bool = False, system_prompt: Any = None, tools: Any = None
+    ) -> CompactionRound:
         """Async twin of :meth:`compact_round` (archive and summary run concurrently, R26)."""
         state = await self._aload()
         system, schemas = self._extras(system_prompt, tools)
-        outcome = await self._compressor.acompact(state.core, event=state.event, system=system, tools=schemas,
-                                                  force=force, emitter=lambda e: None,
-                                                  thread=self.chat_store_key)
+        outcome = await self._compressor.acompact(
+            state.core,
+            event=state.event,
+            system=system,
+            tools=schemas,
+            force=force,
+            emitter=lambda e: None,
+            thread=self.chat_store_key,
+        )
         rnd = self._finish(state, outcome)
         try:
             record = self._record(state, outcome)
@@ -391,15 +454,18 @@ class ArsMemory(BaseMemory):
             raise
         return rnd
 
-    def compact(self, *, force: bool = False, system_prompt: Any = None, tools: Any = None) -> list[ChatMessage]:
+    def compact(
+        self, *, force: bool = False, system_prompt: Any = None, tools: Any = None
+    ) -> list[ChatMessage]:
         """The compressed view; ``force=True`` runs L2 now (R4, after a
         context-length error). Events are delivered at once."""
         rnd = self.compact_round(force=force, system_prompt=system_prompt, tools=tools)
         rnd.succeeded()
         return rnd.view
 
-    async def acompact(self, *, force: bool = False, system_prompt: Any = None,
-                       tools: Any = None) -> list[ChatMessage]:
+    async def acompact(
+        self, *, force: bool = False, system_prompt: Any = None, tools: Any = None
+    ) -> list[ChatMessage]:
         """Async twin of :meth:`compact`."""
         rnd = await self.acompact_round(force=force, system_prompt=system_prompt, tools=tools)
         rnd.succeeded()
@@ -415,7 +481,9 @@ class ArsMemory(BaseMemory):
         return self.compact(system_prompt=kwargs.get("system_prompt"), tools=kwargs.get("tools"))
 
     async def aget(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
-        return await self.acompact(system_prompt=kwargs.get("system_prompt"), tools=kwargs.get("tools"))
+        return await self.acompact(
+            system_prompt=kwargs.get("system_prompt"), tools=kwargs.get("tools")
+        )
 
     def get_all(self) -> list[ChatMessage]:
         """Every stored message, untouched (nothing is ever deleted by ARS)."""
@@ -436,12 +504,16 @@ class ArsMemory(BaseMemory):
     async def aput_messages(self, messages: list[ChatMessage]) -> None:
         await self._store.aadd(self.chat_store_key, messages)
 
-    def _keeps_event(self, old: list[ChatMessage], new: list[ChatMessage], records: list[ChatMessage]) -> bool:
+    def _keeps_event(
+        self, old: list[ChatMessage], new: list[ChatMessage], records: list[ChatMessage]
+    ) -> bool:
         state = self._state(old, records)
         if state.event is None:
             return False
         n = state.event.cutoff
-        return len(new) >= n and all(_sha(a) == _sha(b) for a, b in zip(old[:n], new[:n], strict=True))
+        return len(new) >= n and all(
+            _sha(a) == _sha(b) for a, b in zip(old[:n], new[:n], strict=True)
+        )
 
     def set(self, messages: list[ChatMessage]) -> None:
         """Replace the history. The summary event survives only if the
@@ -453,7 +525,10 @@ class ArsMemory(BaseMemory):
             self._store.delete(self.event_key)
 
     async def aset(self, messages: list[ChatMessage]) -> None:
-        old, records = await self._store.aget(self.chat_store_key), await self._store.aget(self.event_key)
+        old, records = (
+            await self._store.aget(self.chat_store_key),
+            await self._store.aget(self.event_key),
+        )
         keep = bool(records) and self._keeps_event(old, messages, records)
         await self._store.aset(self.chat_store_key, messages)
         if records and not keep:

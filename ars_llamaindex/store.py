@@ -40,7 +40,9 @@ class _LoopThread:
         with self._lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, name="ars-chat-store", daemon=True).start()
+                threading.Thread(
+                    target=loop.run_forever, name="ars-chat-store", daemon=True
+                ).start()
                 self._loop = loop
             return self._loop
 

@@ -37,7 +37,10 @@ def _int(value: Any) -> int | None:
 def _usage_from(obj: Any) -> Usage | None:
     if obj is None:
         return None
-    get = obj.get if isinstance(obj, Mapping) else (lambda k: getattr(obj, k, None))
+
+    def get(key: str) -> Any:
+        return obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
+
     inp = _int(get("prompt_tokens"))
     if inp is None:
         inp = _int(get("input_tokens"))
@@ -48,7 +51,9 @@ def _usage_from(obj: Any) -> Usage | None:
         return None
     total = _int(get("total_tokens"))
     inp, out = inp or 0, out or 0
-    return Usage(input_tokens=inp, output_tokens=out, total_tokens=total if total is not None else inp + out)
+    return Usage(
+        input_tokens=inp, output_tokens=out, total_tokens=total if total is not None else inp + out
+    )
 
 
 def response_usage(response: ChatResponse) -> Usage | None:
@@ -67,8 +72,14 @@ def _tagged() -> Iterator[None]:
 class LLMSummarizer:
     """Summarize history with a LlamaIndex ``LLM`` (sync ``chat``, async ``achat``)."""
 
-    def __init__(self, llm: LLM, *, system_prompt: str | None = None,
-                 estimator: Estimator | None = None, **chat_kwargs: Any) -> None:
+    def __init__(
+        self,
+        llm: LLM,
+        *,
+        system_prompt: str | None = None,
+        estimator: Estimator | None = None,
+        **chat_kwargs: Any,
+    ) -> None:
         self.llm = llm
         self.system_prompt = system_prompt
         self.estimator = estimator or ApproxEstimator()
@@ -84,7 +95,8 @@ class LLMSummarizer:
     def _result(self, response: ChatResponse, rendered: str) -> SummaryResult:
         text = response.message.content or ""
         usage = response_usage(response) or Usage(
-            input_tokens=self.estimator.count_text(rendered), output_tokens=self.estimator.count_text(text)
+            input_tokens=self.estimator.count_text(rendered),
+            output_tokens=self.estimator.count_text(text),
         )
         model = getattr(self.llm.metadata, "model_name", None)
         return SummaryResult(text=text, usage=usage, model=model)

@@ -33,9 +33,9 @@ from typing import Any, Literal
 
 import attrs
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, TextBlock, ToolCallBlock
+from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.llms.mock import MockFunctionCallingLLM
-from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index_instrumentation.dispatcher import active_instrument_tags
 
 from ars_core import ApproxEstimator, Estimator
@@ -61,10 +61,17 @@ class ContextLengthExceededError(Exception):
         self.limit = limit
         self.status_code = 400
         self.code = "context_length_exceeded"
-        message = (f"This model's maximum context length is {limit} tokens. However, your messages "
-                   f"resulted in {tokens} tokens. Please reduce the length of the messages.")
-        self.body = {"error": {"message": message, "type": "invalid_request_error",
-                               "code": "context_length_exceeded"}}
+        message = (
+            f"This model's maximum context length is {limit} tokens. However, your messages "
+            f"resulted in {tokens} tokens. Please reduce the length of the messages."
+        )
+        self.body = {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "code": "context_length_exceeded",
+            }
+        }
         super().__init__(f"Error code: 400 - {self.body}")
 
 
@@ -81,8 +88,14 @@ class _ToolCalls:
     text: str = ""
 
 
-def tool_call(tool: str, args: Mapping[str, Any] | None = None, /, *, call_id: str | None = None,
-              **kwargs: Any) -> _ToolCalls:
+def tool_call(
+    tool: str,
+    args: Mapping[str, Any] | None = None,
+    /,
+    *,
+    call_id: str | None = None,
+    **kwargs: Any,
+) -> _ToolCalls:
     """A script item: the assistant calls one tool, with ``args`` and/or keyword
     arguments (``tool_call("bash", cmd="ls")``, ``tool_call("f", {"name": "x"})``);
     ``call_id`` fixes the call's id (default ``call_<n>``)."""
@@ -91,7 +104,9 @@ def tool_call(tool: str, args: Mapping[str, Any] | None = None, /, *, call_id: s
 
 def tool_calls(*calls: ToolCallSpec | tuple[str, dict[str, Any]], text: str = "") -> _ToolCalls:
     """A script item: the assistant calls several tools at once (parallel calls)."""
-    specs = tuple(c if isinstance(c, ToolCallSpec) else ToolCallSpec(c[0], dict(c[1])) for c in calls)
+    specs = tuple(
+        c if isinstance(c, ToolCallSpec) else ToolCallSpec(c[0], dict(c[1])) for c in calls
+    )
     return _ToolCalls(specs, text)
 
 
@@ -115,7 +130,8 @@ class ScriptedRequest:
         return [m.content or "" for m in self.messages]
 
 
-Reply = Any  # str | _ToolCalls | ChatMessage | BaseException | Callable[[list[ChatMessage], list[Any]], Reply]
+#: str | tool_call(...) | ChatMessage | BaseException | Callable[[messages, tools], Reply]
+Reply = Any
 
 
 class ScriptedLLM(MockFunctionCallingLLM):
@@ -170,7 +186,9 @@ class ScriptedLLM(MockFunctionCallingLLM):
     def summary_requests(self) -> list[ScriptedRequest]:
         return [r for r in self._requests if r.is_summary]
 
-    def count_tokens(self, messages: Sequence[ChatMessage], tools: Sequence[Any] | None = None) -> int:
+    def count_tokens(
+        self, messages: Sequence[ChatMessage], tools: Sequence[Any] | None = None
+    ) -> int:
         """The request size this LLM compares with ``max_context_tokens``."""
         return self._estimator.count(to_core_messages(messages), tools=tool_schemas(tools))
 
@@ -181,11 +199,17 @@ class ScriptedLLM(MockFunctionCallingLLM):
         tags = dict(active_instrument_tags.get())
         tokens = self.count_tokens(messages, tools)
         over = self._max_tokens is not None and tokens > self._max_tokens
-        self._requests.append(ScriptedRequest(
-            messages=[m.model_copy(deep=True) for m in messages],
-            tools=[getattr(getattr(t, "metadata", None), "name", None) or str(t) for t in tools],
-            tags=tags, tokens=tokens, overflowed=over,
-        ))
+        self._requests.append(
+            ScriptedRequest(
+                messages=[m.model_copy(deep=True) for m in messages],
+                tools=[
+                    getattr(getattr(t, "metadata", None), "name", None) or str(t) for t in tools
+                ],
+                tags=tags,
+                tokens=tokens,
+                overflowed=over,
+            )
+        )
         if over:
             assert self._max_tokens is not None
             raise ContextLengthExceededError(tokens, self._max_tokens)
@@ -209,20 +233,43 @@ class ScriptedLLM(MockFunctionCallingLLM):
         if isinstance(item, _ToolCalls):
             specs = [attrs.evolve(s, id=s.id or f"call_{next(self._ids)}") for s in item.calls]
             if self._style == "openai":
-                return ChatMessage(role="assistant", content=item.text or None, additional_kwargs={
-                    "tool_calls": [{"id": s.id, "type": "function",
-                                    "function": {"name": s.name, "arguments": json.dumps(s.args)}}
-                                   for s in specs]})
+                return ChatMessage(
+                    role="assistant",
+                    content=item.text or None,
+                    additional_kwargs={
+                        "tool_calls": [
+                            {
+                                "id": s.id,
+                                "type": "function",
+                                "function": {"name": s.name, "arguments": json.dumps(s.args)},
+                            }
+                            for s in specs
+                        ]
+                    },
+                )
             blocks: list[Any] = [TextBlock(text=item.text)] if item.text else []
-            blocks += [ToolCallBlock(tool_call_id=s.id, tool_name=s.name, tool_kwargs=copy.deepcopy(s.args))
-                       for s in specs]
+            blocks += [
+                ToolCallBlock(
+                    tool_call_id=s.id, tool_name=s.name, tool_kwargs=copy.deepcopy(s.args)
+                )
+                for s in specs
+            ]
             return ChatMessage(role="assistant", blocks=blocks)
         raise TypeError(f"unsupported script item: {item!r}")
 
-    def get_tool_calls_from_response(self, response: ChatResponse, error_on_no_tool_call: bool = False,
-                                     **kwargs: Any) -> list[ToolSelection]:
+    def get_tool_calls_from_response(
+        self, response: ChatResponse, error_on_no_tool_call: bool = False, **kwargs: Any
+    ) -> list[ToolSelection]:
         raw = response.message.additional_kwargs.get("tool_calls")
         if raw:  # OpenAI style
-            return [ToolSelection(tool_id=c["id"], tool_name=c["function"]["name"],
-                                  tool_kwargs=json.loads(c["function"]["arguments"] or "{}")) for c in raw]
-        return super().get_tool_calls_from_response(response, error_on_no_tool_call=error_on_no_tool_call)
+            return [
+                ToolSelection(
+                    tool_id=c["id"],
+                    tool_name=c["function"]["name"],
+                    tool_kwargs=json.loads(c["function"]["arguments"] or "{}"),
+                )
+                for c in raw
+            ]
+        return super().get_tool_calls_from_response(
+            response, error_on_no_tool_call=error_on_no_tool_call
+        )

@@ -29,7 +29,10 @@ from ars_llamaindex.testing import ScriptedLLM, tool_call
 
 def read_log(name: str) -> str:
     """Read a service log by name."""
-    return "".join(f"{name} 2026-11-{i % 28 + 1:02d} worker served request {i} in {i % 90} ms\n" for i in range(300))
+    return "".join(
+        f"{name} 2026-11-{i % 28 + 1:02d} worker served request {i} in {i % 90} ms\n"
+        for i in range(300)
+    )
 
 
 def write_file(path: str, content: str) -> str:
@@ -49,8 +52,10 @@ class PrintCompression(BaseEventHandler):
             p = event.payload
             extra = f" cutoff={p['cutoff']} file={p.get('file_path')}" if "cutoff" in p else ""
             offloaded = f" offloaded={len(p['offloaded'])}" if p.get("offloaded") else ""
-            print(f"  [{p['phase']:<9}] {p['level']} tokens {p['tokens_before']} -> {p.get('tokens_after')}"
-                  f"{offloaded}{extra}")
+            print(
+                f"  [{p['phase']:<9}] {p['level']} tokens {p['tokens_before']} -> {p.get('tokens_after')}"
+                f"{offloaded}{extra}"
+            )
 
 
 async def main() -> None:
@@ -63,18 +68,25 @@ async def main() -> None:
     Path(args.files).mkdir(parents=True, exist_ok=True)
 
     get_dispatcher().add_event_handler(PrintCompression())
-    store = SQLAlchemyChatStore(table_name="chats", async_database_uri=f"sqlite+aiosqlite:///{args.db}")
+    store = SQLAlchemyChatStore(
+        table_name="chats", async_database_uri=f"sqlite+aiosqlite:///{args.db}"
+    )
     memory = ArsMemory.from_defaults(
         chat_store=store,
         chat_store_key="user-42",
         file_backend=f"file://{Path(args.files).resolve()}",
-        summary_threshold=2,          # K tokens; 100 in production (R35)
+        summary_threshold=2,  # K tokens; 100 in production (R35)
         summary_keep_messages=4,
     )
     script: list[Any] = []
     for i in range(args.turns):
-        script += [tool_call("read_log", name=f"svc{i}"), f"svc{i} looks healthy: no errors in 300 lines."]
-    llm = ScriptedLLM(script, summary_reply="The user asked for health checks of svc0.. ; all were healthy.")
+        script += [
+            tool_call("read_log", name=f"svc{i}"),
+            f"svc{i} looks healthy: no errors in 300 lines.",
+        ]
+    llm = ScriptedLLM(
+        script, summary_reply="The user asked for health checks of svc0.. ; all were healthy."
+    )
     agent = ArsFunctionAgent(
         tools=[FunctionTool.from_defaults(read_log), FunctionTool.from_defaults(write_file)],
         llm=llm,

@@ -30,9 +30,15 @@ async def main(uri: str, table: str, files_root: str, phase: str) -> dict[str, A
     summary_llm = ScriptedLLM([f"SUMMARY-{phase.upper()}"])
     llm = ScriptedLLM([f"{phase} ack {i}" for i in range(30)])
     payloads: list[dict[str, Any]] = []
-    memory = ArsMemory.from_defaults(chat_store=store, chat_store_key=KEY, file_backend=f"file://{files_root}",
-                                     llm=summary_llm, summary_threshold=1, summary_keep_messages=4,
-                                     on_event=payloads.append)
+    memory = ArsMemory.from_defaults(
+        chat_store=store,
+        chat_store_key=KEY,
+        file_backend=f"file://{files_root}",
+        llm=summary_llm,
+        summary_threshold=1,
+        summary_keep_messages=4,
+        on_event=payloads.append,
+    )
     agent = ArsFunctionAgent(tools=Workspace().tools(), llm=llm, system_prompt=SYSTEM)
     if phase == "write":
         i = 0

@@ -12,7 +12,18 @@ from llama_index.core.tools import FunctionTool
 
 from ars_llamaindex import ArsCompressionEvent
 
-WORDS = ("river", "stone", "cloud", "maple", "ember", "quartz", "willow", "harbor", "copper", "meadow")
+WORDS = (
+    "river",
+    "stone",
+    "cloud",
+    "maple",
+    "ember",
+    "quartz",
+    "willow",
+    "harbor",
+    "copper",
+    "meadow",
+)
 
 
 def prose(n_words: int, tag: str = "") -> str:
@@ -24,8 +35,10 @@ def prose(n_words: int, tag: str = "") -> str:
 
 def log_text(lines: int) -> str:
     """A large, line-structured tool output."""
-    return "".join(f"{WORDS[i % 10]} {WORDS[(i * 3) % 10]} served request at {WORDS[(i * 7) % 10]}\n"
-                   for i in range(lines))
+    return "".join(
+        f"{WORDS[i % 10]} {WORDS[(i * 3) % 10]} served request at {WORDS[(i * 7) % 10]}\n"
+        for i in range(lines)
+    )
 
 
 def sha256(text: str) -> str:
@@ -40,7 +53,7 @@ def dumps(messages: Any) -> list[dict[str, Any]]:
 class EventRecorder(BaseEventHandler):
     """Collects ARS instrumentation events (attached to LlamaIndex's root dispatcher)."""
 
-    events: list[Any] = []
+    events: list[Any] = []  # noqa: RUF012 - a pydantic field (copied per instance)
 
     @classmethod
     def class_name(cls) -> str:

@@ -56,26 +56,42 @@ def text_of(message: ChatMessage) -> str:
 
 
 async def test_r1_below_threshold_llm_gets_the_stored_messages_unchanged(
-    chat_store: Any, workspace: Workspace, file_backend: FsspecBackend, files_root: Path,
+    chat_store: Any,
+    workspace: Workspace,
+    file_backend: FsspecBackend,
+    files_root: Path,
     recorder: EventRecorder,
 ) -> None:
     """R1: below the entry threshold the LLM gets the effective messages; no
     L1, no event, no file, no stream event."""
     payloads: list[dict[str, Any]] = []
     llm = ScriptedLLM([tool_call("bash", cmd="ls"), "two files"])
-    memory = ArsMemory.from_defaults(chat_store=chat_store, chat_store_key=KEY, file_backend=file_backend,
-                                     on_event=payloads.append)
+    memory = ArsMemory.from_defaults(
+        chat_store=chat_store,
+        chat_store_key=KEY,
+        file_backend=file_backend,
+        on_event=payloads.append,
+    )
     await agent_for(llm, workspace).run("list the files", memory=memory)
 
     first, second = llm.requests
-    assert [(m.role.value, text_of(m)) for m in first.messages] == [("system", SYSTEM), ("user", "list the files")]
+    assert [(m.role.value, text_of(m)) for m in first.messages] == [
+        ("system", SYSTEM),
+        ("user", "list the files"),
+    ]
     assert first.tools == ["bash", "write_file"]
     history = await stored(chat_store, KEY)
     assert [m.role.value for m in history] == ["user", "assistant", "tool", "assistant"]
     # the LLM's second request is exactly the system prompt + what the store holds
-    assert dumps(second.messages) == dumps([ChatMessage(role="system", content=SYSTEM), *history[:3]])
+    assert dumps(second.messages) == dumps(
+        [ChatMessage(role="system", content=SYSTEM), *history[:3]]
+    )
     call = history[1].blocks[0]
-    assert isinstance(call, ToolCallBlock) and call.tool_name == "bash" and call.tool_kwargs == {"cmd": "ls"}
+    assert (
+        isinstance(call, ToolCallBlock)
+        and call.tool_name == "bash"
+        and call.tool_kwargs == {"cmd": "ls"}
+    )
     assert history[2].additional_kwargs == {"tool_call_id": call.tool_call_id}
     assert text_of(history[2]) == "ran ls" and text_of(history[3]) == "two files"
     assert dumps(await memory.aget_all()) == dumps(history)
@@ -88,7 +104,10 @@ async def test_r1_below_threshold_llm_gets_the_stored_messages_unchanged(
 
 
 async def test_r2_r11_r12_r14_l1_only_offloads_and_truncates_in_the_view_only(
-    chat_store: Any, workspace: Workspace, file_backend: FsspecBackend, files_root: Path,
+    chat_store: Any,
+    workspace: Workspace,
+    file_backend: FsspecBackend,
+    files_root: Path,
     recorder: EventRecorder,
 ) -> None:
     """R2 + R11 + R12 + R14: at/above the threshold L1 runs on a copy; a large
@@ -99,10 +118,21 @@ async def test_r2_r11_r12_r14_l1_only_offloads_and_truncates_in_the_view_only(
     content = "y" * 2500
     workspace.outputs["cat big.log"] = big
     payloads: list[dict[str, Any]] = []
-    llm = ScriptedLLM([tool_call("write_file", path="notes.md", content=content),
-                       tool_call("bash", cmd="cat big.log"), "the log looks healthy"])
-    memory = ArsMemory.from_defaults(chat_store=chat_store, chat_store_key=KEY, file_backend=file_backend,
-                                     summary_threshold=1, summary_l2_trigger_ratio=0.9, on_event=payloads.append)
+    llm = ScriptedLLM(
+        [
+            tool_call("write_file", path="notes.md", content=content),
+            tool_call("bash", cmd="cat big.log"),
+            "the log looks healthy",
+        ]
+    )
+    memory = ArsMemory.from_defaults(
+        chat_store=chat_store,
+        chat_store_key=KEY,
+        file_backend=file_backend,
+        summary_threshold=1,
+        summary_l2_trigger_ratio=0.9,
+        on_event=payloads.append,
+    )
     await agent_for(llm, workspace).run("check the log", memory=memory)
 
     assert workspace.written == {"notes.md": content}
@@ -110,8 +140,13 @@ async def test_r2_r11_r12_r14_l1_only_offloads_and_truncates_in_the_view_only(
     assert len(llm.requests) == 3
     sent = llm.requests[2]
     assert sent.tokens <= memory.config.l2_threshold_tokens
-    assert llm.count_tokens([ChatMessage(role="system", content=SYSTEM), *history[:5]],
-                            llm.requests[2].tools and memory.tools) >= memory.config.threshold_tokens
+    assert (
+        llm.count_tokens(
+            [ChatMessage(role="system", content=SYSTEM), *history[:5]],
+            llm.requests[2].tools and memory.tools,
+        )
+        >= memory.config.threshold_tokens
+    )
     path = f"outputs/large_tool_results/bash-{sha256(big)}.txt"
     # what the LLM received: the write_file argument truncated, the log offloaded
     roles = [m.role.value for m in sent.messages]
@@ -119,15 +154,21 @@ async def test_r2_r11_r12_r14_l1_only_offloads_and_truncates_in_the_view_only(
     wf = sent.messages[2].blocks[0]
     assert isinstance(wf, ToolCallBlock)
     assert wf.tool_kwargs["path"] == "notes.md"
-    assert wf.tool_kwargs["content"].startswith("[ARS: 2500 characters of the write_file argument 'content' truncated")
+    assert wf.tool_kwargs["content"].startswith(
+        "[ARS: 2500 characters of the write_file argument 'content' truncated"
+    )
     offloaded = text_of(sent.messages[5])
     assert offloaded.startswith(f"[ARS: tool result offloaded: {len(big)} characters")
     assert path in offloaded
     preview = offloaded.split("Preview:\n", 1)[1]
     assert preview and big.startswith(preview)
-    assert sent.messages[5].additional_kwargs == history[4].additional_kwargs  # the tool_call_id pairing
+    assert (
+        sent.messages[5].additional_kwargs == history[4].additional_kwargs
+    )  # the tool_call_id pairing
     # the others exactly as stored
-    assert dumps([sent.messages[1], sent.messages[3], sent.messages[4]]) == dumps([history[0], history[2], history[3]])
+    assert dumps([sent.messages[1], sent.messages[3], sent.messages[4]]) == dumps(
+        [history[0], history[2], history[3]]
+    )
     # the file: exact bytes, under the conversation's scope (R36)
     host = files_root / "threads" / KEY / path
     assert host.read_bytes() == big.encode("utf-8")
@@ -151,7 +192,10 @@ async def test_r2_r11_r12_r14_l1_only_offloads_and_truncates_in_the_view_only(
 
 
 async def test_r13_same_content_same_file_next_turn(
-    workspace: Workspace, file_backend: FsspecBackend, files_root: Path, recorder: EventRecorder,
+    workspace: Workspace,
+    file_backend: FsspecBackend,
+    files_root: Path,
+    recorder: EventRecorder,
 ) -> None:
     """R13: the next turn offloads the same result to the same path again
     (content hash); one file, same bytes; the store still holds the original."""
@@ -159,8 +203,13 @@ async def test_r13_same_content_same_file_next_turn(
     workspace.outputs["cat big.log"] = big
     store = SimpleChatStore()
     llm = ScriptedLLM([tool_call("bash", cmd="cat big.log"), "healthy", "still healthy"])
-    memory = ArsMemory.from_defaults(chat_store=store, chat_store_key=KEY, file_backend=file_backend,
-                                     summary_threshold=1, summary_l2_trigger_ratio=0.9)
+    memory = ArsMemory.from_defaults(
+        chat_store=store,
+        chat_store_key=KEY,
+        file_backend=file_backend,
+        summary_threshold=1,
+        summary_l2_trigger_ratio=0.9,
+    )
     agent = agent_for(llm, workspace)
     await agent.run("check the log", memory=memory)
     await agent.run("and now?", memory=memory)
@@ -170,7 +219,9 @@ async def test_r13_same_content_same_file_next_turn(
     assert files == [f"threads/{KEY}/outputs/large_tool_results/bash-{sha256(big)}.txt"]
     assert text_of(store.get_messages(KEY)[2]) == big
     assert recorder.phases == [("started", "L1"), ("completed", "L1")] * 4
-    assert {tuple(p.get("offloaded", ())) for p in recorder.payloads[1::2]} == {(files[0].split("/", 2)[2],)}
+    assert {tuple(p.get("offloaded", ())) for p in recorder.payloads[1::2]} == {
+        (files[0].split("/", 2)[2],)
+    }
 
 
 # ---------------------------------------------------------------- R20-R25
@@ -182,7 +233,10 @@ async def run_turns(agent: ArsFunctionAgent, memory: ArsMemory, texts: list[str]
 
 
 async def test_r20_r21_r23_r24_r25_l2_summary_event_and_chained_cutoffs(
-    chat_store: Any, workspace: Workspace, file_backend: FsspecBackend, files_root: Path,
+    chat_store: Any,
+    workspace: Workspace,
+    file_backend: FsspecBackend,
+    files_root: Path,
     recorder: EventRecorder,
 ) -> None:
     """R20-R25: above the L2 threshold older history is archived (lossless
@@ -194,9 +248,15 @@ async def test_r20_r21_r23_r24_r25_l2_summary_event_and_chained_cutoffs(
     summary_llm = ScriptedLLM(["SUMMARY-ONE", "SUMMARY-TWO"])
     llm = ScriptedLLM([f"ack {i}" for i in range(40)])
     marks: list[tuple[dict[str, Any], int]] = []  # (payload, requests the LLM had received by then)
-    memory = ArsMemory.from_defaults(chat_store=chat_store, chat_store_key=KEY, file_backend=file_backend,
-                                     llm=summary_llm, summary_threshold=1, summary_keep_messages=4,
-                                     on_event=lambda p: marks.append((p, len(llm.requests))))
+    memory = ArsMemory.from_defaults(
+        chat_store=chat_store,
+        chat_store_key=KEY,
+        file_backend=file_backend,
+        llm=summary_llm,
+        summary_threshold=1,
+        summary_keep_messages=4,
+        on_event=lambda p: marks.append((p, len(llm.requests))),
+    )
     agent = agent_for(llm, workspace)
     turns = [prose(130, tag=f"turn{i}") for i in range(16)]
 
@@ -210,7 +270,7 @@ async def test_r20_r21_r23_r24_r25_l2_summary_event_and_chained_cutoffs(
     await agent.run(turns[i], memory=memory)  # a request after the round, whichever get ran it
     i += 1
     assert recorder.phases[:2] == [("started", "L1"), ("completed", "L2")]
-    (done, n_before), = l2_rounds()
+    ((done, n_before),) = l2_rounds()
     cut, path = done["cutoff"], done["file_path"]
     assert path.startswith("outputs/conversation_history/history-000000-")
     assert done["summary_usage"]["input_tokens"] > 0
@@ -223,7 +283,7 @@ async def test_r20_r21_r23_r24_r25_l2_summary_event_and_chained_cutoffs(
     assert sent.messages[1].role.value == "user"
     assert summary.startswith(f"Summary of the earlier conversation (messages 1-{cut};")
     assert "SUMMARY-ONE" in summary and summary.endswith(f"saved at {path}.")
-    assert dumps(sent.messages[2:]) == dumps(history[cut:cut + len(sent.messages) - 2])
+    assert dumps(sent.messages[2:]) == dumps(history[cut : cut + len(sent.messages) - 2])
     assert len(sent.messages) - 2 >= 4  # R21: the latest summary_keep_messages stay
     # the summary model's request: the summarized turns, none of the kept ones
     (sreq,) = summary_llm.requests
@@ -266,9 +326,11 @@ async def test_r20_r21_r23_r24_r25_l2_summary_event_and_chained_cutoffs(
     prompt2 = text_of(summary_llm.requests[1].messages[0])
     assert "[previous summary]" in prompt2 and "SUMMARY-ONE" in prompt2
     sent2 = llm.requests[n2]
-    assert text_of(sent2.messages[1]).startswith(f"Summary of the earlier conversation (messages 1-{cut2};")
+    assert text_of(sent2.messages[1]).startswith(
+        f"Summary of the earlier conversation (messages 1-{cut2};"
+    )
     assert "SUMMARY-TWO" in text_of(sent2.messages[1])
-    assert dumps(sent2.messages[2:]) == dumps(history[cut2:cut2 + len(sent2.messages) - 2])
+    assert dumps(sent2.messages[2:]) == dumps(history[cut2 : cut2 + len(sent2.messages) - 2])
     # nothing ever deleted
     assert [text_of(m) for m in history if m.role.value == "user"] == turns[:i]
     assert dumps(await memory.aget_all()) == dumps(history)
@@ -278,7 +340,10 @@ async def test_r20_r21_r23_r24_r25_l2_summary_event_and_chained_cutoffs(
 
 
 async def test_r26_r40_history_write_failure_still_summarizes_without_path(
-    chat_store: Any, workspace: Workspace, file_backend: FsspecBackend, recorder: EventRecorder,
+    chat_store: Any,
+    workspace: Workspace,
+    file_backend: FsspecBackend,
+    recorder: EventRecorder,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """R26 + R40: the archive write fails: a warning is logged, the summary
@@ -286,8 +351,14 @@ async def test_r26_r40_history_write_failure_still_summarizes_without_path(
     backend = FailingBackend(fail_prefixes=("outputs/conversation_history",), inner=file_backend)
     summary_llm = ScriptedLLM(["SUMMARY-NO-FILE"])
     llm = ScriptedLLM(["ack"])
-    memory = ArsMemory.from_defaults(chat_store=chat_store, chat_store_key=KEY, file_backend=backend,
-                                     llm=summary_llm, summary_threshold=1, summary_keep_messages=4)
+    memory = ArsMemory.from_defaults(
+        chat_store=chat_store,
+        chat_store_key=KEY,
+        file_backend=backend,
+        llm=summary_llm,
+        summary_threshold=1,
+        summary_keep_messages=4,
+    )
     agent = agent_for(llm, workspace)
     with caplog.at_level(logging.WARNING, logger="ars"):
         i = 0
@@ -297,7 +368,9 @@ async def test_r26_r40_history_write_failure_still_summarizes_without_path(
     assert recorder.phases == [("started", "L1"), ("completed", "L2")]
     done = recorder.payloads[1]
     assert "file_path" not in done and done["cutoff"] > 0
-    assert len(backend.failed) == 1 and backend.failed[0].startswith("outputs/conversation_history/history-")
+    assert len(backend.failed) == 1 and backend.failed[0].startswith(
+        "outputs/conversation_history/history-"
+    )
     assert "history archive write failed" in caplog.text
     assert len(summary_llm.requests) == 1
     summary = text_of(llm.requests[-1].messages[1])
@@ -311,15 +384,24 @@ async def test_r26_r40_history_write_failure_still_summarizes_without_path(
 
 
 async def test_r41_summary_model_exception_is_recorded_not_raised(
-    chat_store: Any, workspace: Workspace, file_backend: FsspecBackend, files_root: Path,
+    chat_store: Any,
+    workspace: Workspace,
+    file_backend: FsspecBackend,
+    files_root: Path,
     recorder: EventRecorder,
 ) -> None:
     """R41: the summary LLM raises: the summary message holds the error text,
     nothing escapes the memory, the agent's call succeeds, ``completed``."""
     summary_llm = ScriptedLLM([RuntimeError("summary model down")])
     llm = ScriptedLLM(["ack"])
-    memory = ArsMemory.from_defaults(chat_store=chat_store, chat_store_key=KEY, file_backend=file_backend,
-                                     llm=summary_llm, summary_threshold=1, summary_keep_messages=4)
+    memory = ArsMemory.from_defaults(
+        chat_store=chat_store,
+        chat_store_key=KEY,
+        file_backend=file_backend,
+        llm=summary_llm,
+        summary_threshold=1,
+        summary_keep_messages=4,
+    )
     agent = agent_for(llm, workspace)
     i = 0
     while not recorder.events:
@@ -331,7 +413,9 @@ async def test_r41_summary_model_exception_is_recorded_not_raised(
     assert "[ARS: the summary model failed: RuntimeError: summary model down]" in summary
     event = await memory.aget_event()
     assert event is not None and event.summary_error == "RuntimeError: summary model down"
-    assert event.file_path is not None and (files_root / "threads" / KEY / event.file_path).is_file()
+    assert (
+        event.file_path is not None and (files_root / "threads" / KEY / event.file_path).is_file()
+    )
     history = await stored(chat_store, KEY)
     assert text_of(history[-1]) == "ack" and len(history) == 2 * i
 
@@ -340,14 +424,17 @@ async def test_r41_summary_model_exception_is_recorded_not_raised(
 
 
 async def test_r27_agent_llm_is_the_default_summary_model_and_its_calls_are_tagged(
-    workspace: Workspace, file_backend: FsspecBackend, recorder: EventRecorder,
+    workspace: Workspace,
+    file_backend: FsspecBackend,
+    recorder: EventRecorder,
 ) -> None:
     """R27: without a summary model, ArsFunctionAgent binds its own LLM; the
     summary call is tagged (``ars=summary``, ``nostream``) and its usage goes
     into the event, apart from the agent's calls."""
     llm = ScriptedLLM(["ack"], summary_reply="SUMMARY-BY-AGENT-LLM")
-    memory = ArsMemory.from_defaults(chat_store_key=KEY, file_backend=file_backend,
-                                     summary_threshold=1, summary_keep_messages=4)
+    memory = ArsMemory.from_defaults(
+        chat_store_key=KEY, file_backend=file_backend, summary_threshold=1, summary_keep_messages=4
+    )
     agent = agent_for(llm, workspace)
     i = 0
     while not recorder.events:
@@ -366,16 +453,25 @@ async def test_r27_agent_llm_is_the_default_summary_model_and_its_calls_are_tagg
 
 
 async def test_r4_overflow_forces_compaction_and_retries(
-    chat_store: Any, workspace: Workspace, file_backend: FsspecBackend, recorder: EventRecorder,
+    chat_store: Any,
+    workspace: Workspace,
+    file_backend: FsspecBackend,
+    recorder: EventRecorder,
 ) -> None:
     """R4: the LLM raises a context-length error below ARS's threshold; the
     agent asks the memory for a forced compaction and retries once. Events
     (forced; ``started`` only when L2 begins) arrive after the retry succeeded."""
     llm = ScriptedLLM([f"ack {i}" for i in range(20)], max_context_tokens=900)
     summary_llm = ScriptedLLM(["FORCED-SUMMARY"])
-    memory = ArsMemory.from_defaults(chat_store=chat_store, chat_store_key=KEY, file_backend=file_backend,
-                                     llm=summary_llm, summary_threshold=8, summary_keep_messages=2,
-                                     summary_l2_trigger_ratio=0.1)
+    memory = ArsMemory.from_defaults(
+        chat_store=chat_store,
+        chat_store_key=KEY,
+        file_backend=file_backend,
+        llm=summary_llm,
+        summary_threshold=8,
+        summary_keep_messages=2,
+        summary_l2_trigger_ratio=0.1,
+    )
     agent = agent_for(llm, workspace)
     i = 0
     while not any(r.overflowed for r in llm.requests):
@@ -393,7 +489,9 @@ async def test_r4_overflow_forces_compaction_and_retries(
     assert started["forced"] is True and done["forced"] is True
     cut = done["cutoff"]
     assert cut == len(history) - 1 - 2
-    assert text_of(retry.messages[1]).startswith(f"Summary of the earlier conversation (messages 1-{cut};")
+    assert text_of(retry.messages[1]).startswith(
+        f"Summary of the earlier conversation (messages 1-{cut};"
+    )
     assert "FORCED-SUMMARY" in text_of(retry.messages[1])
     assert dumps(retry.messages[2:]) == dumps(history[cut:-1])
     assert text_of(history[-1]) == f"ack {i - 1}"
@@ -407,13 +505,20 @@ async def test_r4_overflow_forces_compaction_and_retries(
 
 
 async def test_r4_r32_retry_that_still_overflows_emits_failed_and_raises(
-    workspace: Workspace, file_backend: FsspecBackend, recorder: EventRecorder,
+    workspace: Workspace,
+    file_backend: FsspecBackend,
+    recorder: EventRecorder,
 ) -> None:
     """R4 + R32: when the LLM still overflows after forced compaction, the
     round ends with ``failed`` and the context-length error reaches the caller."""
     llm = ScriptedLLM(["ack"], max_context_tokens=5000)
-    memory = ArsMemory.from_defaults(chat_store_key=KEY, file_backend=file_backend,
-                                     summarizer=None, summary_threshold=100, summary_keep_messages=2)
+    memory = ArsMemory.from_defaults(
+        chat_store_key=KEY,
+        file_backend=file_backend,
+        summarizer=None,
+        summary_threshold=100,
+        summary_keep_messages=2,
+    )
     agent = agent_for(llm, workspace)
     for i in range(3):
         await agent.run(prose(60, tag=f"turn{i}"), memory=memory)
@@ -421,7 +526,9 @@ async def test_r4_r32_retry_that_still_overflows_emits_failed_and_raises(
     with pytest.raises(Exception, match="maximum context length"):
         await agent.run(prose(60, tag="last"), memory=memory)
     assert [r.overflowed for r in llm.agent_requests[-2:]] == [True, True]
-    assert len(llm.summary_requests) == 1  # the agent's own LLM summarized (and overflowed too: R41)
+    assert (
+        len(llm.summary_requests) == 1
+    )  # the agent's own LLM summarized (and overflowed too: R41)
     assert recorder.phases == [("started", "L2"), ("failed", "L2")]
     failed = recorder.payloads[1]
     assert failed["forced"] is True and "maximum context length" in failed["error"]
@@ -429,7 +536,10 @@ async def test_r4_r32_retry_that_still_overflows_emits_failed_and_raises(
 
 
 async def test_r22_r43_overflow_trims_the_kept_tail_in_the_view_not_in_the_store(
-    chat_store: Any, workspace: Workspace, file_backend: FsspecBackend, files_root: Path,
+    chat_store: Any,
+    workspace: Workspace,
+    file_backend: FsspecBackend,
+    files_root: Path,
     recorder: EventRecorder,
 ) -> None:
     """R22 + R43: under overflow the kept window is still too big: the tail
@@ -437,9 +547,15 @@ async def test_r22_r43_overflow_trims_the_kept_tail_in_the_view_not_in_the_store
     event so the next request matches what was sent, and the stored transcript
     is untouched."""
     llm = ScriptedLLM([f"ack {i}" for i in range(20)], max_context_tokens=2600)
-    memory = ArsMemory.from_defaults(chat_store=chat_store, chat_store_key=KEY, file_backend=file_backend,
-                                     llm=ScriptedLLM(["TRIM-SUMMARY"]), summary_threshold=8,
-                                     summary_keep_messages=2, summary_l2_trigger_ratio=0.2)
+    memory = ArsMemory.from_defaults(
+        chat_store=chat_store,
+        chat_store_key=KEY,
+        file_backend=file_backend,
+        llm=ScriptedLLM(["TRIM-SUMMARY"]),
+        summary_threshold=8,
+        summary_keep_messages=2,
+        summary_l2_trigger_ratio=0.2,
+    )
     agent = agent_for(llm, workspace)
     for i in range(3):
         await agent.run(prose(300, tag=f"turn{i}"), memory=memory)

@@ -14,8 +14,9 @@ from ars_llamaindex.testing import ContextLengthExceededError, ScriptedLLM
 
 
 class ProviderError(Exception):
-    def __init__(self, message: str, status_code: int | None = 400, code: str | None = None,
-                 body: Any = None) -> None:
+    def __init__(
+        self, message: str, status_code: int | None = 400, code: str | None = None, body: Any = None
+    ) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.code = code
@@ -33,20 +34,31 @@ class RetryError(Exception):  # shaped like tenacity.RetryError
         self.last_attempt = Attempt()
 
 
-@pytest.mark.parametrize("exc", [
-    ContextLengthExceededError(5000, 4096),
-    ContextOverflowError(),
-    ProviderError("This model's maximum context length is 128000 tokens. However, your messages resulted in 130001 tokens."),
-    ProviderError("Error code: 400", code="context_length_exceeded"),
-    ProviderError("Error code: 400", body={"error": {"code": "context_length_exceeded", "message": "..."}}),
-    ProviderError("prompt is too long: 210000 tokens > 200000 maximum"),
-    ProviderError("input length and `max_tokens` exceed context limit: 198000 + 8192 > 200000"),
-    ProviderError("The input token count (1200000) exceeds the maximum number of tokens allowed (1048576)."),
-    ProviderError("Input is too long for requested model.", status_code=None),
-    ProviderError("Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 maximum context length"),
-    ProviderError("input length exceeds the context length", status_code=None),
-    ProviderError("request too large", status_code=413),
-])
+@pytest.mark.parametrize(
+    "exc",
+    [
+        ContextLengthExceededError(5000, 4096),
+        ContextOverflowError(),
+        ProviderError(
+            "This model's maximum context length is 128000 tokens. However, your messages resulted in 130001 tokens."
+        ),
+        ProviderError("Error code: 400", code="context_length_exceeded"),
+        ProviderError(
+            "Error code: 400", body={"error": {"code": "context_length_exceeded", "message": "..."}}
+        ),
+        ProviderError("prompt is too long: 210000 tokens > 200000 maximum"),
+        ProviderError("input length and `max_tokens` exceed context limit: 198000 + 8192 > 200000"),
+        ProviderError(
+            "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576)."
+        ),
+        ProviderError("Input is too long for requested model.", status_code=None),
+        ProviderError(
+            "Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 maximum context length"
+        ),
+        ProviderError("input length exceeds the context length", status_code=None),
+        ProviderError("request too large", status_code=413),
+    ],
+)
 def test_r4_context_length_errors_are_recognised(exc: BaseException) -> None:
     assert is_context_length_error(exc)
 
@@ -63,12 +75,15 @@ def test_r4_wrapped_errors_are_recognised() -> None:
     assert is_context_length_error(RetryError(inner))
 
 
-@pytest.mark.parametrize("exc", [
-    ValueError("boom"),
-    ProviderError("Rate limit reached: too many tokens per minute", status_code=429),
-    ProviderError("internal error mentioning maximum context length", status_code=500),
-    ProviderError("invalid api key", status_code=401),
-])
+@pytest.mark.parametrize(
+    "exc",
+    [
+        ValueError("boom"),
+        ProviderError("Rate limit reached: too many tokens per minute", status_code=429),
+        ProviderError("internal error mentioning maximum context length", status_code=500),
+        ProviderError("invalid api key", status_code=401),
+    ],
+)
 def test_r4_other_errors_are_not_overflow(exc: BaseException) -> None:
     assert not is_context_length_error(exc)
 
@@ -85,15 +100,20 @@ def test_r4_an_error_raised_while_handling_an_overflow_is_not_one() -> None:
 
 def test_response_usage_from_provider_shapes() -> None:
     msg = ChatMessage(role="assistant", content="x")
-    assert response_usage(ChatResponse(message=msg, raw={"usage": {"prompt_tokens": 7, "completion_tokens": 3,
-                                                                    "total_tokens": 10}})) == Usage(7, 3, 10)
+    assert response_usage(
+        ChatResponse(
+            message=msg,
+            raw={"usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}},
+        )
+    ) == Usage(7, 3, 10)
 
     class Raw:
         usage = type("U", (), {"input_tokens": 5, "output_tokens": 2})()
 
     assert response_usage(ChatResponse(message=msg, raw=Raw())) == Usage(5, 2, 7)
-    assert response_usage(ChatResponse(message=msg, additional_kwargs={"prompt_tokens": 4,
-                                                                       "completion_tokens": 1})) == Usage(4, 1, 5)
+    assert response_usage(
+        ChatResponse(message=msg, additional_kwargs={"prompt_tokens": 4, "completion_tokens": 1})
+    ) == Usage(4, 1, 5)
     assert response_usage(ChatResponse(message=msg, raw={"content": "x"})) is None
 
 
@@ -105,7 +125,10 @@ def test_r23_r27_llm_summarizer_sync_and_async() -> None:
 
     llm = ScriptedLLM(["SUM-1", "SUM-2"])
     summarizer = LLMSummarizer(llm, system_prompt="You summarize.")
-    history = [Message(role="user", content="build the parser"), Message(role="assistant", content="done")]
+    history = [
+        Message(role="user", content="build the parser"),
+        Message(role="assistant", content="done"),
+    ]
     result = summarizer.summarize(history, "Summarize:\n{messages}\nEnd.")
     assert result.text == "SUM-1" and result.usage is not None and result.usage.input_tokens > 0
     (req,) = llm.requests

@@ -20,9 +20,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def run(db: Path, files: Path) -> str:
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "examples/llamaindex_agent.py"), "--db", str(db), "--files", str(files),
-         "--turns", "3"],
-        capture_output=True, text=True, check=True, cwd=ROOT, timeout=120,
+        [
+            sys.executable,
+            str(ROOT / "examples/llamaindex_agent.py"),
+            "--db",
+            str(db),
+            "--files",
+            str(files),
+            "--turns",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        timeout=120,
     )
     return proc.stdout
 
@@ -36,11 +48,16 @@ def test_r24_r44_example_compresses_and_a_second_process_continues(tmp_path: Pat
     assert "stored messages: 24 (none deleted)" in second
     cuts = [int(c) for c in re.findall(r"cutoff=(\d+)", first + second)]
     assert cuts == sorted(cuts) and len(set(cuts)) == len(cuts)  # cumulative across processes (R25)
-    history: list[ChatMessage] = asyncio.run(SQLAlchemyChatStore(
-        table_name="chats", async_database_uri=f"sqlite+aiosqlite:///{db}").get_messages("user-42", status=None))
+    history: list[ChatMessage] = asyncio.run(
+        SQLAlchemyChatStore(
+            table_name="chats", async_database_uri=f"sqlite+aiosqlite:///{db}"
+        ).get_messages("user-42", status=None)
+    )
     assert len(history) == 24
     archives = sorted(files.rglob("conversation_history/*.jsonl"))
     assert archives
     for path in archives:  # every archive is exactly its slice of the stored conversation
         header, messages = read_history(path.read_text(encoding="utf-8"))
-        assert dumps(from_core_messages(messages)) == dumps(history[header["start"]:header["end"]])
+        assert dumps(from_core_messages(messages)) == dumps(
+            history[header["start"] : header["end"]]
+        )

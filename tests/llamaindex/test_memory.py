@@ -50,9 +50,17 @@ def test_is_a_base_memory_and_stores_messages_unchanged() -> None:
     msg = ChatMessage(role="user", content="hello")
     memory.put(msg)
     msg.blocks[0].text = "mutated by the caller"  # type: ignore[union-attr]
-    memory.put_messages([ChatMessage(role="assistant", blocks=[
-        ToolCallBlock(tool_call_id="a", tool_name="bash", tool_kwargs={"cmd": "ls"})]),
-        ChatMessage(role="tool", content="out", additional_kwargs={"tool_call_id": "a"})])
+    memory.put_messages(
+        [
+            ChatMessage(
+                role="assistant",
+                blocks=[
+                    ToolCallBlock(tool_call_id="a", tool_name="bash", tool_kwargs={"cmd": "ls"})
+                ],
+            ),
+            ChatMessage(role="tool", content="out", additional_kwargs={"tool_call_id": "a"}),
+        ]
+    )
     got = memory.get_all()
     assert [m.content for m in got] == ["hello", None, "out"]
     view = memory.get()
@@ -70,14 +78,21 @@ def test_from_defaults_chat_history_and_llm_like_llamaindex_memories() -> None:
     assert type(memory.summarizer).__name__ == "LLMSummarizer" and memory.summarizer.llm is llm
 
 
-def test_set_keeps_the_event_only_while_the_summarized_prefix_is_unchanged(file_backend: FsspecBackend) -> None:
+def test_set_keeps_the_event_only_while_the_summarized_prefix_is_unchanged(
+    file_backend: FsspecBackend,
+) -> None:
     """``set`` replaces the history; the event survives when the messages it
     summarizes are unchanged, and is dropped otherwise (never applied to a
     different history)."""
     store = SimpleChatStore()
-    memory = ArsMemory.from_defaults(chat_store=store, chat_store_key=KEY, file_backend=file_backend,
-                                     summarizer=FakeSummarizer("S"), summary_threshold=1,
-                                     summary_keep_messages=4)
+    memory = ArsMemory.from_defaults(
+        chat_store=store,
+        chat_store_key=KEY,
+        file_backend=file_backend,
+        summarizer=FakeSummarizer("S"),
+        summary_threshold=1,
+        summary_keep_messages=4,
+    )
     history = conversation(8)
     memory.set(history)
     memory.get()
@@ -93,12 +108,18 @@ def test_set_keeps_the_event_only_while_the_summarized_prefix_is_unchanged(file_
 
 
 def test_event_ignored_when_the_store_was_changed_behind_its_back(
-    file_backend: FsspecBackend, caplog: pytest.LogCaptureFixture,
+    file_backend: FsspecBackend,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     store = SimpleChatStore()
-    memory = ArsMemory.from_defaults(chat_store=store, chat_store_key=KEY, file_backend=file_backend,
-                                     summarizer=FakeSummarizer("S"), summary_threshold=1,
-                                     summary_keep_messages=4)
+    memory = ArsMemory.from_defaults(
+        chat_store=store,
+        chat_store_key=KEY,
+        file_backend=file_backend,
+        summarizer=FakeSummarizer("S"),
+        summary_threshold=1,
+        summary_keep_messages=4,
+    )
     memory.set(conversation(8))
     memory.get()
     store.set_messages(KEY, conversation(8, words=20))  # not through the memory
@@ -111,10 +132,14 @@ def test_event_ignored_when_the_store_was_changed_behind_its_back(
 # ---------------------------------------------------------------- budget (R3, R35)
 
 
-def test_r3_system_prompt_and_tool_schemas_count_toward_the_threshold(recorder: EventRecorder) -> None:
+def test_r3_system_prompt_and_tool_schemas_count_toward_the_threshold(
+    recorder: EventRecorder,
+) -> None:
     """R3: the same messages are below the threshold alone and at/above it
     once the system prompt and tool schemas are counted."""
-    memory = ArsMemory.from_defaults(chat_store_key=KEY, summary_threshold=1, summarizer=FakeSummarizer())
+    memory = ArsMemory.from_defaults(
+        chat_store_key=KEY, summary_threshold=1, summarizer=FakeSummarizer()
+    )
     history = [ChatMessage(role="user", content=prose(800))]
     memory.set(history)
     est = memory.compressor.estimator
@@ -144,14 +169,26 @@ def test_r35_config_from_defaults_context_and_overrides() -> None:
     """R35 + R50: the five fields come from a SummaryConfig, a mapping or an agent
     Context object; keyword fields override; invalid values are rejected."""
     assert ArsMemory.from_defaults().config == SummaryConfig()
-    ctx = SimpleNamespace(summary_threshold=2, summary_keep_messages=6, summary_prompt=None,
-                          summary_tool_result_token_limit=None, summary_l2_trigger_ratio=0.5)
+    ctx = SimpleNamespace(
+        summary_threshold=2,
+        summary_keep_messages=6,
+        summary_prompt=None,
+        summary_tool_result_token_limit=None,
+        summary_l2_trigger_ratio=0.5,
+    )
     memory = ArsMemory.from_defaults(config=ctx, summary_keep_messages=3)
-    assert (memory.config.threshold_tokens, memory.config.summary_keep_messages,
-            memory.config.summary_l2_trigger_ratio) == (2048, 3, 0.5)
+    assert (
+        memory.config.threshold_tokens,
+        memory.config.summary_keep_messages,
+        memory.config.summary_l2_trigger_ratio,
+    ) == (2048, 3, 0.5)
     assert ArsMemory.from_defaults(config={"summary_threshold": 4}).config.threshold_tokens == 4096
-    assert ArsMemory.from_defaults(config=SummaryConfig(summary_keep_messages=2),
-                                   summary_threshold=3).config.summary_keep_messages == 2
+    assert (
+        ArsMemory.from_defaults(
+            config=SummaryConfig(summary_keep_messages=2), summary_threshold=3
+        ).config.summary_keep_messages
+        == 2
+    )
     with pytest.raises(ConfigError, match="summary_prompt"):
         ArsMemory.from_defaults(summary_prompt="no placeholder")
     with pytest.raises(ConfigError, match="summary_keep_messages"):
@@ -171,17 +208,31 @@ def test_r36_r37_files_are_scoped_per_chat_store_key(files_root: Path) -> None:
     root = f"file://{files_root}"
     seen = {}
     for key in ("alice", "../../etc"):
-        memory = ArsMemory.from_defaults(chat_store_key=key, file_backend=root, summary_threshold=1,
-                                         summary_l2_trigger_ratio=0.9)
-        memory.set([ChatMessage(role="assistant", blocks=[ToolCallBlock(tool_call_id="a", tool_name="bash",
-                                                                         tool_kwargs={"cmd": "cat"})]),
-                    ChatMessage(role="tool", content=big, additional_kwargs={"tool_call_id": "a"})])
+        memory = ArsMemory.from_defaults(
+            chat_store_key=key, file_backend=root, summary_threshold=1, summary_l2_trigger_ratio=0.9
+        )
+        memory.set(
+            [
+                ChatMessage(
+                    role="assistant",
+                    blocks=[
+                        ToolCallBlock(
+                            tool_call_id="a", tool_name="bash", tool_kwargs={"cmd": "cat"}
+                        )
+                    ],
+                ),
+                ChatMessage(role="tool", content=big, additional_kwargs={"tool_call_id": "a"}),
+            ]
+        )
         body = memory.get()[1].content or ""
         assert str(files_root) not in body
         path = body.split(" saved to ", 1)[1].split(". Read", 1)[0]
         assert path.startswith("outputs/large_tool_results/bash-")
         seen[key] = path
-        assert ArsMemory.from_defaults(chat_store_key=key, file_backend=root).files.read_text(path) == big
+        assert (
+            ArsMemory.from_defaults(chat_store_key=key, file_backend=root).files.read_text(path)
+            == big
+        )
     files = sorted(p.relative_to(files_root).as_posix() for p in files_root.rglob("*.txt"))
     assert files == [f"threads/alice/{seen['alice']}", f"threads/etc/{seen['../../etc']}"]
 
@@ -190,7 +241,8 @@ def test_r36_r37_files_are_scoped_per_chat_store_key(files_root: Path) -> None:
 
 
 def test_r26_r40_sync_path_writes_history_first_then_summarizes(
-    file_backend: FsspecBackend, recorder: EventRecorder,
+    file_backend: FsspecBackend,
+    recorder: EventRecorder,
 ) -> None:
     """R26 sync: the archive write happens before the summary call (and its
     failure does not stop it); on SQLAlchemyChatStore through the sync API."""
@@ -201,10 +253,17 @@ def test_r26_r40_sync_path_writes_history_first_then_summarizes(
         order.append(f"summary after {len(backend.failed)} failed write(s)")
         return "SYNC-SUMMARY"
 
-    store = SQLAlchemyChatStore(table_name="sync_conv", async_database_uri="sqlite+aiosqlite:///:memory:")
-    memory = ArsMemory.from_defaults(chat_store=store, chat_store_key=KEY, file_backend=backend,
-                                     summarizer=FakeSummarizer(summarize), summary_threshold=1,
-                                     summary_keep_messages=4)
+    store = SQLAlchemyChatStore(
+        table_name="sync_conv", async_database_uri="sqlite+aiosqlite:///:memory:"
+    )
+    memory = ArsMemory.from_defaults(
+        chat_store=store,
+        chat_store_key=KEY,
+        file_backend=backend,
+        summarizer=FakeSummarizer(summarize),
+        summary_threshold=1,
+        summary_keep_messages=4,
+    )
     history = conversation(8)
     memory.put_messages(history)
     view = memory.get()
@@ -220,12 +279,18 @@ def test_r26_r40_sync_path_writes_history_first_then_summarizes(
 # ---------------------------------------------------------------- forced-path helpers (R4)
 
 
-def test_r4_call_with_compaction_sync_helper(file_backend: FsspecBackend, recorder: EventRecorder) -> None:
+def test_r4_call_with_compaction_sync_helper(
+    file_backend: FsspecBackend, recorder: EventRecorder
+) -> None:
     """R4 for chat engines / custom loops: the helper catches the LLM's
     context-length error, forces L2 and retries once; events after success."""
     llm = ScriptedLLM(["fine"], max_context_tokens=600)
-    memory = ArsMemory.from_defaults(chat_store_key=KEY, file_backend=file_backend,
-                                     summarizer=FakeSummarizer("HELPER-SUMMARY"), summary_keep_messages=2)
+    memory = ArsMemory.from_defaults(
+        chat_store_key=KEY,
+        file_backend=file_backend,
+        summarizer=FakeSummarizer("HELPER-SUMMARY"),
+        summary_keep_messages=2,
+    )
     memory.set(conversation(4))
     seen_events: list[int] = []
 
@@ -245,7 +310,9 @@ def test_r4_call_with_compaction_sync_helper(file_backend: FsspecBackend, record
     assert all(p["forced"] for p in recorder.payloads)
 
 
-def test_r4_chat_with_compaction_passes_tools_and_other_errors_propagate(file_backend: FsspecBackend) -> None:
+def test_r4_chat_with_compaction_passes_tools_and_other_errors_propagate(
+    file_backend: FsspecBackend,
+) -> None:
     llm = ScriptedLLM([tool_call("bash", cmd="ls")])
     memory = ArsMemory.from_defaults(chat_store_key=KEY, file_backend=file_backend)
     memory.put(ChatMessage(role="user", content="list"))
@@ -261,11 +328,16 @@ def test_r4_chat_with_compaction_passes_tools_and_other_errors_propagate(file_ba
 
 @pytest.mark.anyio
 async def test_r4_acall_with_compaction_failed_when_retry_overflows(
-    file_backend: FsspecBackend, recorder: EventRecorder,
+    file_backend: FsspecBackend,
+    recorder: EventRecorder,
 ) -> None:
     llm = ScriptedLLM(["never"], max_context_tokens=10)
-    memory = ArsMemory.from_defaults(chat_store_key=KEY, file_backend=file_backend,
-                                     summarizer=FakeSummarizer("S"), summary_keep_messages=2)
+    memory = ArsMemory.from_defaults(
+        chat_store_key=KEY,
+        file_backend=file_backend,
+        summarizer=FakeSummarizer("S"),
+        summary_keep_messages=2,
+    )
     await memory.aset(conversation(4))
     with pytest.raises(ContextLengthExceededError):
         await acall_with_compaction(memory, llm.achat)
@@ -279,7 +351,8 @@ async def test_r4_acall_with_compaction_failed_when_retry_overflows(
 
 @pytest.mark.anyio
 async def test_r11_r12_openai_style_tool_calls_through_a_real_agent(
-    file_backend: FsspecBackend, recorder: EventRecorder,
+    file_backend: FsspecBackend,
+    recorder: EventRecorder,
 ) -> None:
     """R11/R12 with tool calls in ``additional_kwargs["tool_calls"]`` (OpenAI
     style, as the OpenAI integration stores them): the view truncates the
@@ -288,18 +361,33 @@ async def test_r11_r12_openai_style_tool_calls_through_a_real_agent(
     big = log_text(220)
     ws.outputs["cat log"] = big
     content = "w" * 2600
-    llm = ScriptedLLM([tool_call("write_file", path="a.txt", content=content), tool_call("bash", cmd="cat log"),
-                       "done"], tool_call_style="openai")
-    memory = ArsMemory.from_defaults(chat_store_key=KEY, file_backend=file_backend, summary_threshold=1,
-                                     summary_l2_trigger_ratio=0.9)
+    llm = ScriptedLLM(
+        [
+            tool_call("write_file", path="a.txt", content=content),
+            tool_call("bash", cmd="cat log"),
+            "done",
+        ],
+        tool_call_style="openai",
+    )
+    memory = ArsMemory.from_defaults(
+        chat_store_key=KEY,
+        file_backend=file_backend,
+        summary_threshold=1,
+        summary_l2_trigger_ratio=0.9,
+    )
     await ArsFunctionAgent(tools=ws.tools(), llm=llm, system_prompt="s").run("go", memory=memory)
     assert ws.written == {"a.txt": content}
     sent = llm.requests[2].messages
     args = json.loads(sent[2].additional_kwargs["tool_calls"][0]["function"]["arguments"])
-    assert args["path"] == "a.txt" and args["content"].startswith("[ARS: 2600 characters of the write_file")
+    assert args["path"] == "a.txt" and args["content"].startswith(
+        "[ARS: 2600 characters of the write_file"
+    )
     assert (sent[5].content or "").startswith("[ARS: tool result offloaded")
     stored = memory.get_all()
-    assert json.loads(stored[1].additional_kwargs["tool_calls"][0]["function"]["arguments"])["content"] == content
+    assert (
+        json.loads(stored[1].additional_kwargs["tool_calls"][0]["function"]["arguments"])["content"]
+        == content
+    )
     assert stored[4].content == big
     assert recorder.phases[:2] == [("started", "L1"), ("completed", "L1")]
 
@@ -308,7 +396,9 @@ async def test_r11_r12_openai_style_tool_calls_through_a_real_agent(
 
 
 def test_r30_r33_instrumentation_and_callback_payloads_match_the_core(
-    file_backend: FsspecBackend, recorder: EventRecorder, caplog: pytest.LogCaptureFixture,
+    file_backend: FsspecBackend,
+    recorder: EventRecorder,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """R30/R33: one round = started then completed, as LlamaIndex
     instrumentation events whose payload is the core event's ``to_dict()``
@@ -320,19 +410,39 @@ def test_r30_r33_instrumentation_and_callback_payloads_match_the_core(
         got.append(payload)
         raise RuntimeError("observer bug")
 
-    memory = ArsMemory.from_defaults(chat_store_key=KEY, file_backend=file_backend, on_event=callback,
-                                     summarizer=FakeSummarizer("S"), summary_threshold=1, summary_keep_messages=4)
+    memory = ArsMemory.from_defaults(
+        chat_store_key=KEY,
+        file_backend=file_backend,
+        on_event=callback,
+        summarizer=FakeSummarizer("S"),
+        summary_threshold=1,
+        summary_keep_messages=4,
+    )
     memory.set(conversation(8))
     with caplog.at_level(logging.WARNING, logger="ars.llamaindex"):
         memory.get()
     assert "observer bug" in caplog.text
-    assert [type(e).__name__ for e in recorder.events] == ["ArsCompressionStartedEvent",
-                                                            "ArsCompressionCompletedEvent"]
+    assert [type(e).__name__ for e in recorder.events] == [
+        "ArsCompressionStartedEvent",
+        "ArsCompressionCompletedEvent",
+    ]
     assert got == recorder.payloads
     started, done = recorder.payloads
     assert started["type"] == "context_compression" and started["phase"] == "started"
-    assert set(done) >= {"type", "phase", "level", "round_id", "forced", "tokens_before", "tokens_after",
-                         "threshold", "timestamp", "cutoff", "file_path", "summary_usage"}
+    assert set(done) >= {
+        "type",
+        "phase",
+        "level",
+        "round_id",
+        "forced",
+        "tokens_before",
+        "tokens_after",
+        "threshold",
+        "timestamp",
+        "cutoff",
+        "file_path",
+        "summary_usage",
+    }
     assert done["summary_usage"] == {"input_tokens": 100, "output_tokens": 20, "total_tokens": 120}
     assert recorder.events[1].level == "L2" and recorder.events[1].round_id == started["round_id"]
     assert recorder.events[1].class_name() == "ArsCompressionCompletedEvent"

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
 
@@ -28,7 +27,11 @@ def run_phase(uri: str, table: str, files_root: Path, phase: str) -> dict[str, A
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
         [sys.executable, "-m", "tests.llamaindex._proc_worker", uri, table, str(files_root), phase],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -37,7 +40,7 @@ def run_phase(uri: str, table: str, files_root: Path, phase: str) -> dict[str, A
 def check_continuation(uri: str, table: str, files_root: Path) -> None:
     first = run_phase(uri, table, files_root, "write")
     assert first["summaries"] == 1
-    done = [p for p in first["events"] if p["phase"] == "completed" and p["level"] == "L2"][0]
+    done = next(p for p in first["events"] if p["phase"] == "completed" and p["level"] == "L2")
     cut, path = done["cutoff"], done["file_path"]
 
     second = run_phase(uri, table, files_root, "continue")
@@ -46,8 +49,10 @@ def check_continuation(uri: str, table: str, files_root: Path) -> None:
 
     async def read() -> tuple[list[ChatMessage], list[ChatMessage]]:
         store = SQLAlchemyChatStore(table_name=table, async_database_uri=uri)
-        return (list(await store.get_messages(KEY, status=None)),
-                list(await store.get_messages(KEY + "::ars_event", status=None)))
+        return (
+            list(await store.get_messages(KEY, status=None)),
+            list(await store.get_messages(KEY + "::ars_event", status=None)),
+        )
 
     history, records = asyncio.run(read())
     sent = [ChatMessage.model_validate(m) for m in second["last_request"]]
@@ -64,8 +69,12 @@ def check_continuation(uri: str, table: str, files_root: Path) -> None:
     header, archived = read_history((files_root / "threads" / KEY / path).read_text("utf-8"))
     assert header["end"] == cut and dumps(from_core_messages(archived)) == dumps(history[:cut])
     # and this process sees the same state through a memory (sync API: its own loop)
-    memory = ArsMemory.from_defaults(chat_store=SQLAlchemyChatStore(table_name=table, async_database_uri=uri),
-                                     chat_store_key=KEY, summary_threshold=1, summary_keep_messages=4)
+    memory = ArsMemory.from_defaults(
+        chat_store=SQLAlchemyChatStore(table_name=table, async_database_uri=uri),
+        chat_store_key=KEY,
+        summary_threshold=1,
+        summary_keep_messages=4,
+    )
     event = memory.get_event()
     assert event is not None and event.cutoff == cut and event.file_path == path
     assert dumps(memory.get_all()) == dumps(history)
@@ -78,9 +87,13 @@ def test_r24_r44_new_process_continues_from_the_event_sqlite(tmp_path: Path) -> 
     check_continuation(f"sqlite+aiosqlite:///{tmp_path / 'chat.db'}", "ars_persist", files_root)
 
 
-def test_r24_r44_new_process_continues_from_the_event_postgres(postgres_url: str, tmp_path: Path) -> None:
+def test_r24_r44_new_process_continues_from_the_event_postgres(
+    postgres_url: str, tmp_path: Path
+) -> None:
     """R24 + R44 on the PostgreSQL server the other integration tests use (asyncpg)."""
     files_root = tmp_path / "files"
     files_root.mkdir()
     uri = postgres_url.replace("postgresql://", "postgresql+asyncpg://", 1)
-    check_continuation(uri, f"ars_persist_{os.getpid()}_{tmp_path.name[-8:]}".replace("-", "_"), files_root)
+    check_continuation(
+        uri, f"ars_persist_{os.getpid()}_{tmp_path.name[-8:]}".replace("-", "_"), files_root
+    )
