@@ -636,7 +636,14 @@ def tokens_masking(
         stats.add_request(o200k.request(system, view), threshold)
 
 
-def tokens_ars(run: Run, threshold_k: float, o200k: O200k, stats: TokenStats, keep: int) -> None:
+def tokens_ars(
+    run: Run,
+    threshold_k: float,
+    o200k: O200k,
+    stats: TokenStats,
+    keep: int,
+    estimator: Any = None,
+) -> None:
     threshold = int(threshold_k * 1024)
     levels: list[str | None] = []
 
@@ -647,6 +654,7 @@ def tokens_ars(run: Run, threshold_k: float, o200k: O200k, stats: TokenStats, ke
     replay_messages(
         run.messages,
         config=SummaryConfig(summary_threshold=threshold_k, summary_keep_messages=keep),
+        estimator=estimator,
         summarizer=MeteredExtractive(o200k, stats),
         backend=FsspecBackend("memory://bench-tokens"),
         on_call=on_call,
@@ -737,7 +745,14 @@ def tokens_deepagents(
         state.append(lc.from_core(m))
 
 
-TOKEN_POLICIES = ("no compression", "ARS", "LangChain", "observation masking", "deepagents")
+TOKEN_POLICIES = (
+    "no compression",
+    "ARS",
+    "ARS, o200k estimator",
+    "LangChain",
+    "observation masking",
+    "deepagents",
+)
 
 
 def bench_tokens(
@@ -756,6 +771,7 @@ def bench_tokens(
         for i, run in enumerate(runs):
             tokens_none(run, threshold, o200k, row["no compression"])
             tokens_ars(run, k, o200k, row["ARS"], keep)
+            tokens_ars(run, k, o200k, row["ARS, o200k estimator"], keep, o200k.est)
             tokens_langchain(run, threshold, o200k, row["LangChain"], keep, lc)
             tokens_masking(run, threshold, o200k, row["observation masking"], keep)
             tokens_deepagents(
@@ -963,7 +979,9 @@ def report(
             "extractive summarizer; summary-call tokens are what a chat-model summarizer would "
             "have been "
             "sent (each policy's own prompt) plus the summary, counted apart from the requests. "
-            '"placeholders" are summaries produced without calling the summarizer.'
+            '"placeholders" are summaries produced without calling the summarizer. '
+            '"ARS, o200k estimator" is ARS deciding with tiktoken o200k instead of its default '
+            "approx estimator."
         )
         lines.append("")
         header = [

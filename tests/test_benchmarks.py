@@ -122,7 +122,8 @@ def test_token_table_against_an_o200k_recount(smoke: tuple[str, dict[str, object
     report, _, _ = smoke
     b = parse_tables(report)[2]
     policies = [row["policy"] for row in b]
-    assert policies == ["no compression", "ARS", "LangChain", "observation masking", "deepagents"]
+    assert policies == ["no compression", "ARS", "ARS, o200k estimator", "LangChain",
+                        "observation masking", "deepagents"]
     rows = {row["policy"]: row for row in b}
     threshold = int(num(b[0]["T (tokens)"]))
     assert threshold == 4096
@@ -159,6 +160,8 @@ def test_token_table_against_an_o200k_recount(smoke: tuple[str, dict[str, object
     assert num(ars["summaries"]) > 0 and num(ars["placeholders"]) == 0
     assert num(ars["summary-call tokens"]) > 0
     assert num(ars["peak"]) <= 1.15 * threshold  # approx-estimator decisions, o200k counts
+    exact = rows["ARS, o200k estimator"]  # decides with the tokenizer it is counted with
+    assert num(exact["over T"]) == 0 and num(exact["peak"]) <= threshold
     assert num(ars["over T"]) <= num(rows["LangChain"]["over T"])
     assert num(ars["total tokens"]) < num(rows["observation masking"]["total tokens"])
     for peer in ("LangChain", "deepagents"):
