@@ -577,3 +577,67 @@ async def test_r22_r43_overflow_trims_the_kept_tail_in_the_view_not_in_the_store
     assert text_of(view[-2]) == trimmed
     assert dumps(await memory.aget_all()) == dumps(history)
     assert recorder.phases == [("started", "L2"), ("completed", "L2")]
+
+
+# ---------------------------------------------------------------- stock agents
+
+
+async def test_r12_plain_function_agent_with_ars_memory(
+    workspace: Workspace, file_backend: FsspecBackend, recorder: EventRecorder
+) -> None:
+    """A stock ``FunctionAgent`` works with ArsMemory unchanged: its tool round
+    reaches the memory at the end of the run, and from the next run on the
+    large result is offloaded in what the LLM receives (R12)."""
+    from llama_index.core.agent.workflow import FunctionAgent
+
+    big = log_text(220)
+    workspace.outputs["cat big.log"] = big
+    llm = ScriptedLLM([tool_call("bash", cmd="cat big.log"), "healthy", "yes, healthy"])
+    memory = ArsMemory.from_defaults(
+        chat_store_key=KEY,
+        file_backend=file_backend,
+        summary_threshold=1,
+        summary_l2_trigger_ratio=0.9,
+    )
+    agent = FunctionAgent(tools=workspace.tools(), llm=llm, system_prompt=SYSTEM)
+    await agent.run("check the log", memory=memory)
+    assert (
+        text_of(llm.requests[1].messages[3]) == big
+    )  # the scratchpad is out of the memory's reach
+    await agent.run("sure?", memory=memory)
+    sent = llm.requests[2].messages
+    assert [m.role.value for m in sent] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+    ]
+    assert text_of(sent[3]).startswith("[ARS: tool result offloaded")
+    assert memory.files.read_text(f"outputs/large_tool_results/bash-{sha256(big)}.txt") == big
+    assert text_of(memory.get_all()[2]) == big
+
+
+async def test_r4_agent_workflow_with_ars_function_agent(
+    workspace: Workspace, file_backend: FsspecBackend, recorder: EventRecorder
+) -> None:
+    """R4 inside an ``AgentWorkflow``: the overflow is caught, L2 forced, the
+    call retried, and the workflow answers."""
+    from llama_index.core.agent.workflow import AgentWorkflow
+
+    llm = ScriptedLLM([f"ack {i}" for i in range(10)], max_context_tokens=700)
+    memory = ArsMemory.from_defaults(
+        chat_store_key=KEY,
+        file_backend=file_backend,
+        llm=ScriptedLLM(["WF-SUMMARY"]),
+        summary_keep_messages=2,
+    )
+    workflow = AgentWorkflow(agents=[agent_for(llm, workspace)])
+    for i in range(6):
+        result = await workflow.run(user_msg=prose(110, tag=f"turn{i}"), memory=memory)
+        assert str(result) == f"ack {i}"
+    assert any(r.overflowed for r in llm.requests)
+    assert ("completed", "L2") in recorder.phases
+    assert "WF-SUMMARY" in text_of(llm.requests[-1].messages[1])
+    assert len(memory.get_all()) == 12
