@@ -545,3 +545,19 @@ def test_chat_model_summarizer_calls_the_model_unstreamed() -> None:
     prompt, config = seen[0]
     assert "fix the bug in setup.py" in prompt and prompt.startswith("Summarize:")
     assert "nostream" in config["tags"]
+
+
+def test_summarizer_accepts_a_langchain_model_string(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--summarizer provider:model`` builds the chat model with ``init_chat_model``.
+
+    The threshold is the production default, so this run never reaches L2 and
+    the (fake-keyed) model is never called: wiring only, no network.
+    """
+    pytest.importorskip("langchain_anthropic")
+    run = str(SAMPLE_DIR / "django__django-16502.jsonl.gz")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-fake-key-for-a-test")
+    result = run_cli("replay", run, "--summarizer", "anthropic:claude-sonnet-4-5", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["summarizer"] == "anthropic:claude-sonnet-4-5"
+    assert doc["total"]["summary_calls"] == 0 and doc["total"]["l2_rounds"] == 0
