@@ -14,6 +14,17 @@ from ars_core import FsspecBackend
 from tests.llamaindex.helpers import EventRecorder, Workspace
 
 
+_HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # llama-index workflows find steps with inspect.getmembers() on the (pydantic)
+    # agent, which touches pydantic's deprecated attributes: not ours to fix
+    for item in items:
+        if _HERE in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.filterwarnings("ignore::DeprecationWarning:inspect"))
+
+
 @pytest.fixture
 def recorder() -> Iterator[EventRecorder]:
     rec = EventRecorder(events=[])
