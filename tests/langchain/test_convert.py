@@ -4,6 +4,7 @@ overflow classifier (R4) and configuration from the runtime context (R35, R50)."
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import pytest
@@ -341,3 +342,39 @@ def test_r4_r27_provider_400_text_forces_l2_in_a_graph() -> None:
     assert model.main_calls[1][1].text.endswith(f"saved at {event['file_path']}.")
     assert model.main_calls[1][2:] == seed[5:]
     assert len(summary_model.summary_calls) == 1 and model.summary_calls == []
+
+
+def test_event_from_state_reads_ars_and_deepagents_layouts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The persisted event round-trips as plain JSON; an event left by deepagents'
+    own middleware (``cutoff_index`` + a HumanMessage) is read as a starting point;
+    a malformed one is ignored with a warning."""
+    from ars_core import SummarizationEvent, Usage
+    from ars_langchain import event_from_state, event_to_state
+
+    ev = SummarizationEvent(
+        cutoff=4,
+        summary_message=Message(
+            role="user", content="S", id="ars-summary-4", metadata={"ars_summary": True}
+        ),
+        file_path="outputs/conversation_history/h.jsonl",
+        previous_cutoff=2,
+        summary_usage=Usage(1, 2),
+    )
+    stored = event_to_state(ev)
+    assert json.loads(json.dumps(stored)) == stored  # plain JSON
+    assert event_from_state(stored) == ev
+    legacy = {
+        "cutoff_index": 3,
+        "summary_message": HumanMessage("old summary", id="s"),
+        "file_path": "/conversation_history/t.md",
+    }
+    read = event_from_state(legacy)
+    assert read is not None and read.cutoff == 3 and read.file_path == "/conversation_history/t.md"
+    assert (
+        read.summary_message.text == "old summary" and read.summary_message.metadata["ars_summary"]
+    )
+    assert event_from_state(None) is None
+    assert event_from_state({"summary_message": "x"}) is None
+    assert "malformed" in caplog.text
