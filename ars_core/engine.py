@@ -288,10 +288,15 @@ class Compressor:
         forced: bool = False,
     ) -> _Flow:
         cfg, est = self.config, self.estimator
-        threshold, l2_threshold = cfg.threshold_tokens, cfg.l2_threshold_tokens
+        # thresholds in estimate units: a calibrated estimator (provider usage) scales them
+        scale = getattr(est, "scale", 1.0) or 1.0
+        threshold = int(cfg.threshold_tokens / scale)
+        l2_threshold = int(cfg.l2_threshold_tokens / scale)
         # with no event the effective messages are the state itself: no O(history) copy on
         # the hot path (views that differ from it are always new lists)
-        effective = state if event is None and isinstance(state, list) else effective_messages(state, event)
+        effective = (
+            state if event is None and isinstance(state, list) else effective_messages(state, event)
+        )
         extra = _count_extra(est, system, tools)
         count_history = getattr(est, "count_history", None)
         history_tokens = count_history(effective) if count_history else est.count(effective)
@@ -308,7 +313,7 @@ class Compressor:
                     round_id=round_id,
                     forced=forced,
                     tokens_before=tokens_before,
-                    threshold=threshold,
+                    threshold=cfg.threshold_tokens,
                     **kw,
                 )
             )
@@ -390,6 +395,9 @@ class Compressor:
                     raise result.error
                 result = yield _CallModel(view)
                 if result.error is not None:
+                    if not started:  # R42 over R4: a failing forced round is reported
+                        started = True
+                        yield emit(record("started", "L1"))
                     raise result.error
                 if started:
                     yield emit(record("completed", "L1", tokens_after=l1_tokens, **l1_fields))

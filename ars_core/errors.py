@@ -124,11 +124,13 @@ class ContextOverflowError(ArsError):
 
 
 _OVERFLOW_TEXT = re.compile(
-    r"prompt is too long|maximum context length|context[_ ]length[_ ]exceeded|context window|"
-    r"too many tokens|exceeds? the (?:model's )?(?:maximum|context)|input is too long|"
-    r"request too large|reduce the length of the messages|token limit",
+    r"prompt is too long|maximum context length|context[_ ]length[_ ]exceeded|"
+    r"exceeds? (?:the )?(?:model's )?(?:maximum context|context window|context length)|"
+    r"input is too long|reduce the length of the messages|input token count .* exceeds",
     re.IGNORECASE,
 )
+# rate limits also talk about tokens ("tokens per min"): never an overflow
+_RATE_LIMIT_TEXT = re.compile(r"rate limit|per min|TPM|RPM|quota", re.IGNORECASE)
 
 
 def is_context_overflow(exc: BaseException) -> bool:
@@ -139,12 +141,25 @@ def is_context_overflow(exc: BaseException) -> bool:
     errors whose text says so (HTTP 400/413 "prompt is too long", "maximum
     context length", ``context_length_exceeded``...).
     """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:  # follow `raise ... from`
+        seen.add(id(current))
+        if _is_overflow_one(current):
+            return True
+        current = current.__cause__  # not __context__: an error while handling one is not one
+    return False
+
+
+def _is_overflow_one(exc: BaseException) -> bool:
     if isinstance(exc, ContextOverflowError):
         return True
     if any(cls.__name__ == "ContextOverflowError" for cls in type(exc).__mro__):
         return True
     status = getattr(exc, "status_code", None) or getattr(exc, "status", None)
+    if status == 413:  # request entity too large
+        return True
+    if status not in (None, 400):
+        return False
     text = str(exc)
-    if status in (400, 413) or status is None:
-        return bool(_OVERFLOW_TEXT.search(text))
-    return False
+    return bool(_OVERFLOW_TEXT.search(text)) and not _RATE_LIMIT_TEXT.search(text)

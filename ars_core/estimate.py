@@ -46,6 +46,10 @@ Tools = Sequence[Any]
 MESSAGE_OVERHEAD = 4
 #: conversations whose running totals an estimator remembers
 MEMO_SLOTS = 64
+#: trailing positions of a remembered history checked before extending it
+HISTORY_CHECK = 64
+#: plain-text messages whose counts are remembered by content
+CONTENT_CACHE_SIZE = 200_000
 #: tokens charged for a non-text part (an image at default detail)
 NON_TEXT_PART_TOKENS = 765
 
@@ -96,6 +100,25 @@ class CachingEstimator:
         # keyed by the identity of their first message; least recently used dropped
         self._memos: OrderedDict[int, tuple[list[Message], list[int]]] = OrderedDict()
         self._tools_cache: tuple[int, int, int] | None = None
+        # counts of plain-text messages by content, for equal messages rebuilt as new
+        # objects (a store reloaded each call); cleared when it grows past its bound
+        self._by_content: dict[tuple[str, str | None, str], int] = {}
+        #: provider tokens per estimated token, learned by :meth:`calibrate`
+        self.scale = 1.0
+
+    def calibrate(self, *, estimated: int, actual: int, weight: float = 0.3) -> float:
+        """Learn from the provider's reported input tokens for a request this
+        estimator put at ``estimated`` tokens. The engine divides its thresholds
+        by :attr:`scale`; estimates themselves stay raw. Returns the new scale."""
+        if estimated > 0 and actual > 0:
+            ratio = min(2.0, max(0.5, actual / estimated))
+            self.scale = (1 - weight) * self.scale + weight * ratio
+        return self.scale
+
+    def forget_history(self) -> None:
+        """Drop the remembered histories (after editing a history in place)."""
+        with self._lock:
+            self._memos.clear()
 
     @property
     def cache_key(self) -> tuple[str, ...]:
@@ -110,6 +133,13 @@ class CachingEstimator:
         cached = message._cache.get(key)
         if cached is not None:
             return int(cached)
+        plain = isinstance(message.content, str) and not message.tool_calls
+        if plain:
+            ckey = (message.role, message.name, message.content)
+            cached = self._by_content.get(ckey)  # type: ignore[arg-type]
+            if cached is not None:
+                message._cache[key] = cached
+                return cached
         total = MESSAGE_OVERHEAD
         if isinstance(message.content, str):
             total += self.count_text(message.content)
@@ -125,6 +155,10 @@ class CachingEstimator:
         if message.name:
             total += 1
         message._cache[key] = total
+        if plain:
+            if len(self._by_content) >= CONTENT_CACHE_SIZE:
+                self._by_content.clear()
+            self._by_content[ckey] = total  # type: ignore[index]
         return total
 
     def count_messages(self, messages: Sequence[Message]) -> int:
@@ -136,11 +170,13 @@ class CachingEstimator:
 
         The estimator remembers the last histories it counted (one per first
         message, so several conversations sharing an estimator do not evict
-        each other) with their running totals; when the next one holds the
-        same message objects at its first, middle and last remembered
-        positions it is taken as an extension, and only the appended messages
-        are counted. Use :meth:`count_messages` for sequences that are not
-        histories.
+        each other) with their running totals. The next history is taken as an
+        extension when it holds the same (or equal) messages at the first, the
+        middle and the last ``HISTORY_CHECK`` remembered positions, and only
+        the appended messages are counted. That is the contract: histories
+        grow at the end, and edits happen near it (R43 trims the tail). After
+        editing older messages in place call :meth:`forget_history`; use
+        :meth:`count_messages` for sequences that are not histories.
         """
         if not messages:
             return 0
@@ -157,12 +193,13 @@ class CachingEstimator:
             n_prev = len(seq)
             n = len(messages)
             mid = n_prev // 2
+            tail = max(0, n_prev - HISTORY_CHECK)
             if not (
                 n_prev
                 and n >= n_prev
                 and messages[0] is seq[0]
-                and messages[mid] is seq[mid]
-                and messages[n_prev - 1] is seq[-1]
+                and messages[mid] == seq[mid]
+                and list(messages[tail:n_prev]) == seq[tail:]
             ):
                 seq.clear()
                 del cum[1:]

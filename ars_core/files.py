@@ -12,6 +12,7 @@ files have the same sensitivity as the conversation itself.
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import re
 from collections.abc import Sequence
@@ -25,6 +26,7 @@ __all__ = [
     "FsspecBackend",
     "check_path",
     "sanitize_name",
+    "scope_name",
 ]
 
 #: virtual areas no ARS write may touch (the public Skills area)
@@ -64,6 +66,20 @@ def sanitize_name(name: str, *, default: str = "tool", max_length: int = 64) -> 
     cleaned = _UNSAFE.sub("_", name or "").strip("._-")
     cleaned = cleaned.replace("..", "_")
     return cleaned[:max_length] or default
+
+
+def scope_name(scope: str) -> str:
+    """A file-system-safe, collision-free directory name for a scope (thread id).
+
+    Safe names are kept as they are; any other gets a hash of the raw name
+    appended, so ``"a/b"`` and ``"a_b"`` (or ``"../etc"`` and ``"etc"``) never share
+    a scope.
+    """
+    safe = sanitize_name(scope, default="default", max_length=96)
+    if safe != scope:
+        digest = hashlib.sha256(scope.encode("utf-8")).hexdigest()[:12]
+        safe = f"{safe}-{digest}"
+    return safe
 
 
 def check_path(
@@ -130,16 +146,25 @@ class FsspecBackend:
         self.root: str = str(root).rstrip("/")
         self.scope = scope
         self.read_only = tuple(read_only)
+        self._children: dict[str, FsspecBackend] = {}
 
     def scoped(self, scope: str) -> FsspecBackend:
-        """The same storage, scoped to one thread (``threads/<scope>/``)."""
-        return FsspecBackend(
-            self.url,
-            storage_options=self.storage_options,
-            fs=self.fs,
-            scope=sanitize_name(scope, default="default", max_length=128),
-            read_only=self.read_only,
-        )
+        """The same storage, scoped to one thread (``threads/<scope>/``).
+
+        The same scope always gives the same backend object, so what the engine
+        remembers having written there is kept across calls.
+        """
+        child = self._children.get(scope)
+        if child is None:
+            child = FsspecBackend(
+                self.url,
+                storage_options=self.storage_options,
+                fs=self.fs,
+                scope=scope_name(scope),
+                read_only=self.read_only,
+            )
+            self._children[scope] = child
+        return child
 
     def _host(self, path: str) -> str:
         parts = [self.root] if self.root else []

@@ -150,68 +150,73 @@ def condense_history(
 ) -> list[Message]:
     """Fit ``messages`` into ``budget`` tokens for the summary model.
 
-    Keeps the previous summary and the first user message whole; shortens the
-    others oldest first; if that is not enough, replaces the oldest middle
-    messages by one note saying how many were omitted. Returns a new list (the
-    input is untouched); returns it unchanged in content when it already fits.
+    The previous summary, system messages, the first user message (the task)
+    and the newest message stay whole. The rest is taken newest first: whole
+    while it fits, then shortened (head and tail of each message), and the
+    oldest that fit not even shortened are replaced by one note saying how many
+    were omitted (their text is in the archive file). Returns a new list (the
+    input is untouched); the same list content when it already fits. Work is
+    proportional to what is kept, and shortened forms are cached.
     """
     est = estimator or ApproxEstimator()
-    out: list[Message | None] = list(messages)
+    n = len(messages)
     sizes = [message_tokens(est, m) for m in messages]
-    size = sum(sizes)
-    if size <= budget:
+    if sum(sizes) <= budget:
         return list(messages)
-    protected: set[int] = {i for i, m in enumerate(messages) if m.metadata.get(MARK_SUMMARY)}
+    fixed = {
+        i for i, m in enumerate(messages) if m.metadata.get(MARK_SUMMARY) or m.role == "system"
+    }
     first_user = next(
-        (i for i, m in enumerate(messages) if m.role == "user" and i not in protected), None
+        (i for i, m in enumerate(messages) if m.role == "user" and i not in fixed), None
     )
-    protected.update(i for i, m in enumerate(messages) if m.role == "system")
     if first_user is not None:
-        protected.add(first_user)
-    for i, m in enumerate(messages):
-        if size <= budget:
-            return [x for x in out if x is not None]
-        if i in protected or i >= len(out) - 1:
+        fixed.add(first_user)
+    fixed.add(n - 1)
+    out: list[Message | None] = [messages[i] if i in fixed else None for i in range(n)]
+    room = budget - sum(sizes[i] for i in fixed)
+    shortening = False
+    for i in reversed(range(n)):
+        if i in fixed:
             continue
-        shorter = _shorten_message(m, shortened_chars)
-        new = message_tokens(est, shorter)
-        if new < sizes[i]:
-            size += new - sizes[i]
-            out[i], sizes[i] = shorter, new
-    # still too big: omit the oldest unprotected messages, newest kept
-    omitted = 0
-    i = 0
-    while size > budget and i < len(out) - 1:
-        if i in protected:
-            i += 1
+        if not shortening and sizes[i] <= room:
+            out[i], room = messages[i], room - sizes[i]
             continue
-        size -= sizes[i]
-        omitted += 1
-        out[i] = None
-        i += 1
+        shortening = True
+        short = _shortened(messages[i], shortened_chars)
+        size = message_tokens(est, short)
+        if size > room:
+            break
+        out[i], room = short, room - size
+    omitted = sum(1 for i in range(n) if out[i] is None)
     result: list[Message] = []
     noted = False
     for kept in out:
-        if kept is None:
-            if not noted:
-                result.append(
-                    Message(
-                        role="user",
-                        content=f"[{omitted} older messages omitted here to fit the summary "
-                        "budget; "
-                        "their full text is in the conversation history file]",
-                        metadata={MARK_NOTE: True},
-                    )
+        if kept is not None:
+            result.append(kept)
+        elif not noted:
+            noted = True
+            result.append(
+                Message(
+                    role="user",
+                    content=f"[{omitted} older messages omitted here to fit the summary budget; "
+                    "their full text is in the conversation history file]",
+                    metadata={MARK_NOTE: True},
                 )
-                noted = True
-            continue
-        result.append(kept)
-    if size > budget:  # the protected messages alone are too big: shorten them too
+            )
+    if room < 0:  # the fixed messages alone are too big: shorten the largest of them too
         result = [
-            _shorten_message(m, max(200, budget * 2)) if message_tokens(est, m) > budget // 2 else m
+            _shortened(m, max(200, budget * 2)) if message_tokens(est, m) > budget // 4 else m
             for m in result
         ]
     return result
+
+
+def _shortened(m: Message, max_chars: int) -> Message:
+    key = ("ars_shortened", max_chars)
+    cached = m._cache.get(key)
+    if cached is None:
+        cached = m._cache[key] = _shorten_message(m, max_chars)
+    return cached
 
 
 class CallableSummarizer:

@@ -386,9 +386,9 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             # the core's incremental count_history samples a few positions to detect an
             # extension; after an edit in the middle, make it recount (per-message counts
             # stay cached on the unchanged messages, so this is cheap)
-            count_history = getattr(session.compressor.estimator, "count_history", None)
-            if count_history is not None:
-                count_history([])
+            forget_history = getattr(session.compressor.estimator, "forget_history", None)
+            if forget_history is not None:
+                forget_history()
         scope = _config_value(context, SCOPE_FIELDS[0]) or thread
         backend = self._resolver.resolve(runtime, str(scope))
         return _Call(

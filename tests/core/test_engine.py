@@ -640,3 +640,74 @@ class TestCompact:
         sync = Compressor(small_config(), summarizer=FakeSummarizer("S")).compact(state)
         async_ = await Compressor(small_config(), summarizer=FakeSummarizer("S")).acompact(state)
         assert snapshot(list(sync.view)) == snapshot(list(async_.view))
+
+
+class TestOverflowClassification:
+    """R4: which provider errors count as a context overflow."""
+
+    @pytest.mark.parametrize(
+        ("text", "status", "overflow"),
+        [
+            ("prompt is too long: 210000 tokens > 200000 maximum", 400, True),
+            ("This model's maximum context length is 128000 tokens", None, True),
+            ("Error code: 400 - {'code': 'context_length_exceeded'}", 400, True),
+            ("input token count 1200000 exceeds the maximum", None, True),
+            ("Rate limit reached: tokens per min (TPM): limit 30000", 429, False),
+            ("Rate limit reached for requests, token limit per min", None, False),
+            ("Internal server error", 500, False),
+            ("prompt is too long", 500, False),
+        ],
+    )
+    def test_r4_provider_texts(self, text: str, status: int | None, overflow: bool) -> None:
+        from ars_core import is_context_overflow
+
+        exc = Exception(text)
+        exc.status_code = status  # type: ignore[attr-defined]
+        assert is_context_overflow(exc) is overflow
+
+    def test_r4_wrapped_errors_are_followed(self) -> None:
+        from ars_core import is_context_overflow
+
+        try:
+            try:
+                raise ContextOverflowError("too big")
+            except ContextOverflowError as inner:
+                raise RuntimeError("retry failed") from inner
+        except RuntimeError as outer:
+            assert is_context_overflow(outer)
+
+
+class TestCalibration:
+    """R3: the provider's usage is the truth; a calibrated estimator moves the thresholds."""
+
+    def test_calibrated_scale_lowers_the_effective_threshold(self) -> None:
+        est = ApproxEstimator()
+        state = long_history(6)  # ~840 estimated tokens: below T=1,024
+        assert est.count(state) < 1024
+        for _ in range(10):  # the provider keeps reporting 1.5x our estimates
+            est.calibrate(estimated=1000, actual=1500)
+        assert 1.4 < est.scale <= 1.5
+        emitter = RecordingEmitter()
+        Compressor(
+            small_config(), estimator=est, emitter=emitter, summarizer=FakeSummarizer()
+        ).call(state, ScriptedModel())
+        assert emitter.phases[0] == ("started", "L1")  # 840 * 1.5 > 1,024
+        assert emitter.events[0].threshold == 1024  # events report the configured T
+
+    def test_calibration_ignores_nonsense(self) -> None:
+        est = ApproxEstimator()
+        assert est.calibrate(estimated=0, actual=100) == 1.0
+        assert est.calibrate(estimated=100, actual=-1) == 1.0
+        est.calibrate(estimated=100, actual=100_000)
+        assert est.scale <= 2.0
+
+
+def test_r42_forced_path_without_cutoff_reports_started_and_failed() -> None:
+    """Below T, overflow, no valid cutoff, the L1 view overflows too: the error propagates
+    and the round is reported as started + failed (R42 over R4's quiet forced path)."""
+    state = [user(words(700)), assistant(words(10))]
+    emitter = RecordingEmitter()
+    with pytest.raises(ContextOverflowError):
+        Compressor(small_config(), emitter=emitter).call(state, ScriptedModel(overflow_above=300))
+    assert emitter.phases == [("started", "L1"), ("failed", "L1")]
+    assert all(e.forced for e in emitter.events)

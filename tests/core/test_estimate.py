@@ -149,3 +149,30 @@ def test_count_history_keeps_one_memo_per_conversation() -> None:
     est.count_history([*a2, Message(role="user", content="x")])
     est.count_history([*b2, Message(role="user", content="y")])
     assert est.texts == 2
+
+
+def test_equal_messages_rebuilt_as_new_objects_are_not_recounted() -> None:
+    """A store that rebuilds its messages each call still costs dictionary lookups."""
+    est = CountingEstimator()
+    first = [Message(role="tool", content=f"output {i} " * 50, name="bash") for i in range(100)]
+    total = est.count_messages(first)
+    est.texts = 0
+    rebuilt = [Message(role="tool", content=m.content, name="bash") for m in first]
+    assert est.count_messages(rebuilt) == total and est.texts == 0
+
+
+def test_forget_history_after_an_edit_in_place() -> None:
+    est = ApproxEstimator()
+    history = [Message(role="user", content=f"m{i}") for i in range(300)]
+    est.count_history(history)
+    history[100] = Message(role="user", content="a much longer replacement " * 40)
+    est.forget_history()
+    assert est.count_history(history) == est.count_messages(history)
+
+
+def test_edits_near_the_end_are_detected_without_forgetting() -> None:
+    est = ApproxEstimator()
+    history = [Message(role="user", content=f"m{i}") for i in range(300)]
+    est.count_history(history)
+    edited = [*history[:-3], Message(role="user", content="replaced " * 50), *history[-2:]]
+    assert est.count_history(edited) == est.count_messages(edited)

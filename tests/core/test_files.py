@@ -100,10 +100,19 @@ class TestFsspecBackends:
         assert not other.exists("outputs/x.txt")
         assert (tmp_path / "threads/thread-A/outputs/x.txt").read_text() == "main"
 
-    def test_r36_scope_names_cannot_escape(self, tmp_path: Path) -> None:
-        scoped = FsspecBackend(f"file://{tmp_path}/r").scoped("../../evil")
-        scoped.write_text("outputs/x.txt", "x")
-        assert (tmp_path / "r/threads/evil/outputs/x.txt").exists()
+    def test_r36_scope_names_cannot_escape_or_collide(self, tmp_path: Path) -> None:
+        root = FsspecBackend(f"file://{tmp_path}/r")
+        root.scoped("../../evil").write_text("outputs/x.txt", "escaped?")
+        root.scoped("evil").write_text("outputs/x.txt", "plain")
+        root.scoped("a/b").write_text("outputs/x.txt", "slash")
+        root.scoped("a_b").write_text("outputs/x.txt", "underscore")
+        written = {
+            p.relative_to(tmp_path).as_posix(): p.read_text() for p in tmp_path.rglob("x.txt")
+        }
+        assert len(written) == 4 and all(p.startswith("r/threads/") for p in written)
+        assert written["r/threads/evil/outputs/x.txt"] == "plain"
+        assert written["r/threads/a_b/outputs/x.txt"] == "underscore"
+        assert root.scoped("a/b") is root.scoped("a/b")
 
     def test_s3_through_a_local_moto_server(self, s3_endpoint) -> None:  # type: ignore[no-untyped-def]
         bucket = s3_endpoint.create_bucket()

@@ -17,6 +17,7 @@ from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
 
 from ars_core import ConfigError, FsspecBackend, SummaryConfig
 from ars_core.testing import FailingBackend, FakeSummarizer
+from ars_core.files import scope_name
 from ars_llamaindex import (
     ArsFunctionAgent,
     ArsMemory,
@@ -234,7 +235,8 @@ def test_r36_r37_files_are_scoped_per_chat_store_key(files_root: Path) -> None:
             == big
         )
     files = sorted(p.relative_to(files_root).as_posix() for p in files_root.rglob("*.txt"))
-    assert files == [f"threads/alice/{seen['alice']}", f"threads/etc/{seen['../../etc']}"]
+    assert files == [f"threads/alice/{seen['alice']}", f"threads/{scope_name('../../etc')}/{seen['../../etc']}"]
+    assert scope_name("../../etc").startswith("etc-")  # sanitised, and never the same scope as "etc"
 
 
 # ---------------------------------------------------------------- sync path (R26)
