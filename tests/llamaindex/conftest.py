@@ -13,7 +13,6 @@ from llama_index.core.instrumentation import get_dispatcher
 from ars_core import FsspecBackend
 from tests.llamaindex.helpers import EventRecorder, Workspace
 
-
 _HERE = Path(__file__).parent
 
 
