@@ -25,7 +25,6 @@ its incremental ``count_history`` keep working.
 
 from __future__ import annotations
 
-import operator
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -298,9 +297,15 @@ class HistoryConverter:
             n_prev, n = len(prev_lc), len(messages)
             keep = 0
             # the common case: the same objects, history appended. Every position is
-            # checked (a C-speed identity scan) because a message may be replaced in
-            # the middle (R43 replaces by id; other middleware may remove messages).
-            if n_prev and n >= n_prev and all(map(operator.is_, messages[:n_prev], prev_lc)):
+            # checked because a message may be replaced in the middle (R43 replaces by
+            # id; other middleware may remove messages); list equality compares by
+            # identity first, at C speed, and by value only where objects differ.
+            head = messages[:n_prev]
+            if (
+                n_prev
+                and n >= n_prev
+                and (head if isinstance(head, list) else list(head)) == prev_lc
+            ):
                 keep = n_prev
             else:  # a reload or an edit: reuse the longest equal prefix
                 limit = min(n, n_prev)
@@ -308,7 +313,8 @@ class HistoryConverter:
                     if messages[keep] is not prev_lc[keep]:  # map back to the current object
                         self._origin[id(prev_core[keep])] = (prev_core[keep], messages[keep])
                     keep += 1
-            core = prev_core[:keep] + [self._convert_one(m) for m in messages[keep:]]
+            new = [self._convert_one(m) for m in messages[keep:]]
+            core = prev_core + new if keep == n_prev else prev_core[:keep] + new
             if keep < n_prev:  # forget conversions that are no longer part of the history
                 live = {id(c) for c in core}
                 for c in prev_core[keep:]:
@@ -317,7 +323,7 @@ class HistoryConverter:
             self.rewritten = keep < n_prev
             self._lc = list(messages)
             self._core = core
-            return list(core)
+            return core  # never mutated afterwards: each call builds a new list
 
     def back(self, message: Message) -> BaseMessage:
         entry = self._origin.get(id(message))

@@ -460,9 +460,11 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             self.on_model_usage(record)
 
     def _view(
-        self, request: ModelRequest[Any], session: _Session, view: Sequence[Message]
+        self, request: ModelRequest[Any], call: _Call, view: Sequence[Message]
     ) -> ModelRequest[Any]:
-        messages: list[Any] = session.converter.back_all(view)
+        if view is call.messages:  # below the threshold with no event: the request as it came
+            return request
+        messages: list[Any] = call.session.converter.back_all(view)
         return request.override(messages=messages)
 
     # ------------------------------------------------------------ the hooks
@@ -475,7 +477,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         call = self._prepare(request)
 
         def call_model(view: list[Message]) -> ModelResponse[Any]:
-            return handler(self._view(request, call.session, view))
+            return handler(self._view(request, call, view))
 
         outcome = call.session.compressor.call(
             call.messages,
@@ -498,7 +500,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         call = self._prepare(request)
 
         async def call_model(view: list[Message]) -> ModelResponse[Any]:
-            return await handler(self._view(request, call.session, view))
+            return await handler(self._view(request, call, view))
 
         outcome = await call.session.compressor.acall(
             call.messages,

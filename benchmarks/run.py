@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import platform
 import statistics
 import sys
@@ -111,6 +112,39 @@ def concatenated(runs: Sequence[Run], n: int) -> tuple[Message | None, list[Mess
                 )
                 if len(out) >= n:
                     return system, out
+        copy += 1
+    return system, out
+
+
+def tiled(runs: Sequence[Run], n: int, block: int) -> tuple[Message | None, list[Message]]:
+    """``n`` messages made of one ``block``-message stretch of the runs, repeated
+    (fresh message objects and ids for every copy).
+
+    With every history length a multiple of ``block``, the messages appended
+    in the timed window are the same at every length, so the timings compare
+    the cost of the history, not the sizes of whichever messages happen to be
+    appended there.
+    """
+    system, base = concatenated(runs, block)
+    out: list[Message] = []
+    copy = 0
+    while len(out) < n:
+        prefix = f"t{copy}_"
+        for m in base:
+            calls = tuple(attrs.evolve(c, id=prefix + c.id) for c in m.tool_calls)
+            # a copy marker in the text: no count is served from a content cache
+            content = f"{m.content} [{copy}]" if isinstance(m.content, str) else m.content
+            out.append(
+                attrs.evolve(
+                    m,
+                    content=content,
+                    tool_calls=calls,
+                    id=f"{prefix}{m.id}",
+                    tool_call_id=(prefix + m.tool_call_id) if m.tool_call_id else None,
+                )
+            )
+            if len(out) >= n:
+                break
         copy += 1
     return system, out
 
@@ -448,7 +482,11 @@ def bench_overhead(
 ) -> dict[str, Any]:
     lc = LC()
     n_max = max([*sizes, l2_size]) + l2_repeat + warmup + 2
-    system, history = concatenated(runs, n_max)
+    # one stretch of the runs repeated: the messages appended in each timed window are
+    # alike at every length (lengths are multiples of the block)
+    block = math.gcd(*sizes) if len(sizes) > 1 else sizes[0]
+    block = block if block >= repeat + warmup else max(sizes)
+    system, history = tiled(runs, n_max, block)
     no_trigger_tokens = NO_TRIGGER_K * 1024
     policies: list[Policy] = []
     if use_middleware:
