@@ -43,7 +43,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
-    """Type-check ``ars_core`` with mypy --strict (configured in pyproject.toml)."""
+    """Type-check the three packages with mypy --strict (configured in pyproject.toml)."""
     _install_project(session)
     session.run("mypy", *session.posargs)
 
