@@ -681,13 +681,22 @@ def tokens_ars(
     stats: TokenStats,
     keep: int,
     estimator: Any = None,
+    *,
+    calibrate: bool = False,
 ) -> None:
+    """Replay ``run`` through ARS. With ``calibrate``, every request's o200k count is fed
+    back as the provider's reported usage (what the adapters do with ``usage_metadata``)."""
     threshold = int(threshold_k * 1024)
     levels: list[str | None] = []
+    if calibrate and estimator is None:
+        estimator = ApproxEstimator()
 
     def on_call(outcome: CallOutcome, sys_msg: Message | None) -> None:
         levels.append(outcome.level)
-        stats.add_request(o200k.request(sys_msg, outcome.view), threshold)
+        sent = o200k.request(sys_msg, outcome.view)
+        stats.add_request(sent, threshold)
+        if calibrate:
+            estimator.calibrate(estimated=outcome.tokens_after, actual=sent)
 
     replay_messages(
         run.messages,
@@ -787,6 +796,7 @@ TOKEN_POLICIES = (
     "no compression",
     "ARS",
     "ARS, o200k estimator",
+    "ARS, usage-calibrated",
     "LangChain",
     "observation masking",
     "deepagents",
@@ -810,6 +820,7 @@ def bench_tokens(
             tokens_none(run, threshold, o200k, row["no compression"])
             tokens_ars(run, k, o200k, row["ARS"], keep)
             tokens_ars(run, k, o200k, row["ARS, o200k estimator"], keep, o200k.est)
+            tokens_ars(run, k, o200k, row["ARS, usage-calibrated"], keep, calibrate=True)
             tokens_langchain(run, threshold, o200k, row["LangChain"], keep, lc)
             tokens_masking(run, threshold, o200k, row["observation masking"], keep)
             tokens_deepagents(
@@ -1018,6 +1029,9 @@ def report(
             "have been "
             "sent (each policy's own prompt) plus the summary, counted apart from the requests. "
             '"placeholders" are summaries produced without calling the summarizer. '
+            '"ARS, usage-calibrated" is ARS with its approx estimator calibrated, after each '
+            "request, by that request's o200k count standing in for the provider's reported "
+            "usage (as the adapters do with `usage_metadata`). "
             '"ARS, o200k estimator" is ARS deciding with tiktoken o200k instead of its default '
             "approx estimator."
         )

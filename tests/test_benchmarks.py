@@ -122,8 +122,8 @@ def test_token_table_against_an_o200k_recount(smoke: tuple[str, dict[str, object
     report, _, _ = smoke
     b = parse_tables(report)[2]
     policies = [row["policy"] for row in b]
-    assert policies == ["no compression", "ARS", "ARS, o200k estimator", "LangChain",
-                        "observation masking", "deepagents"]
+    assert policies == ["no compression", "ARS", "ARS, o200k estimator", "ARS, usage-calibrated",
+                        "LangChain", "observation masking", "deepagents"]
     rows = {row["policy"]: row for row in b}
     threshold = int(num(b[0]["T (tokens)"]))
     assert threshold == 4096
