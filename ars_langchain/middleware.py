@@ -90,15 +90,9 @@ class ArsState(AgentState[Any]):
 
 def is_overflow_error(exc: BaseException) -> bool:
     """R4: langchain-core's ``ContextOverflowError``, or a provider error saying the
-    prompt exceeds the context window (checked on the exception and its causes)."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, LCContextOverflowError) or is_context_overflow(current):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
+    prompt exceeds the context window (the core's classifier follows ``raise ... from``;
+    an unrelated error raised while handling an overflow is not one)."""
+    return isinstance(exc, LCContextOverflowError) or is_context_overflow(exc)
 
 
 def event_to_state(event: SummarizationEvent) -> dict[str, Any]:
