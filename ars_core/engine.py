@@ -25,6 +25,7 @@ tail messages replaced under overflow) and the stream events.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import uuid
@@ -59,7 +60,7 @@ from .summarize import (
     condense_history,
 )
 
-__all__ = ["CallOutcome", "Compressor", "StateUpdate"]
+__all__ = ["CallOutcome", "Compressor", "StateUpdate", "deliver_event"]
 
 log = logging.getLogger("ars")
 
@@ -193,13 +194,7 @@ class Compressor:
         compression first (R4).
         """
         flow = self._flow(messages, event, system, tools, thread=thread)
-        return self._run_sync(
-            flow,
-            call_model,
-            summarizer or self.summarizer,
-            backend or self.backend,
-            emitter or self.emitter,
-        )
+        return self._run_sync(flow, call_model, *self._resolve(summarizer, backend, emitter))
 
     async def acall(
         self,
@@ -216,13 +211,7 @@ class Compressor:
     ) -> CallOutcome:
         """Async twin of :meth:`call`: archive and summary run concurrently (R26)."""
         flow = self._flow(messages, event, system, tools, thread=thread)
-        return await self._run_async(
-            flow,
-            call_model,
-            summarizer or self.summarizer,
-            backend or self.backend,
-            emitter or self.emitter,
-        )
+        return await self._run_async(flow, call_model, *self._resolve(summarizer, backend, emitter))
 
     def compact(
         self,
@@ -236,21 +225,18 @@ class Compressor:
         backend: FileBackend | None = None,
         emitter: EventEmitter | None = None,
         thread: str | None = None,
+        hold_events: bool = False,
     ) -> CallOutcome:
         """Build the view for the next model call without calling a model.
 
         For runtimes that fetch the context and call the model themselves (a
         LlamaIndex memory's ``get``). ``force=True`` is the forced path after a
-        context overflow (R4). ``response`` is ``None``.
+        context overflow (R4). ``response`` is ``None``. With ``hold_events``
+        nothing is delivered: the caller delivers ``outcome.events`` with
+        :func:`deliver_event` once its own model call has succeeded or failed.
         """
         flow = self._flow(messages, event, system, tools, thread=thread, forced=force)
-        return self._run_sync(
-            flow,
-            None,
-            summarizer or self.summarizer,
-            backend or self.backend,
-            emitter or self.emitter,
-        )
+        return self._run_sync(flow, None, *self._resolve(summarizer, backend, emitter, hold_events))
 
     async def acompact(
         self,
@@ -264,15 +250,27 @@ class Compressor:
         backend: FileBackend | None = None,
         emitter: EventEmitter | None = None,
         thread: str | None = None,
+        hold_events: bool = False,
     ) -> CallOutcome:
         """Async twin of :meth:`compact`."""
         flow = self._flow(messages, event, system, tools, thread=thread, forced=force)
         return await self._run_async(
-            flow,
-            None,
-            summarizer or self.summarizer,
-            backend or self.backend,
-            emitter or self.emitter,
+            flow, None, *self._resolve(summarizer, backend, emitter, hold_events)
+        )
+
+    def _resolve(
+        self,
+        summarizer: Any,
+        backend: FileBackend | None,
+        emitter: EventEmitter | None,
+        hold_events: bool = False,
+    ) -> tuple[Any, FileBackend, Callable[[CompressionEvent], None]]:
+        """The per-call overrides, falling back to the engine's own."""
+        emitter = emitter if emitter is not None else self.emitter
+        return (
+            summarizer if summarizer is not None else self.summarizer,
+            backend if backend is not None else self.backend,
+            _hold if hold_events else functools.partial(deliver_event, emitter=emitter),
         )
 
     # ------------------------------------------------------------ the flow
@@ -301,11 +299,13 @@ class Compressor:
         count_history = getattr(est, "count_history", None)
         history_tokens = count_history(effective) if count_history else est.count(effective)
         tokens_before = history_tokens + extra
-        round_id = uuid.uuid4().hex[:12]
+        round_id = ""
         started = False
         reached: Level = "L1"
 
         def record(phase: Phase, level: Level, **kw: Any) -> _Emit:
+            nonlocal round_id
+            round_id = round_id or uuid.uuid4().hex[:12]
             return _Emit(
                 CompressionEvent(
                     phase=phase,
@@ -468,16 +468,16 @@ class Compressor:
                     preview_tokens=cfg.summary_tool_result_token_limit,
                 )
                 failed = (yield _Write(trim.writes)) if trim.writes else set()
-                ok = [
+                ok = {
                     j
                     for j, w in zip(trim.trimmed, trim.writes, strict=True)
                     if w.path not in failed
-                ]
+                }
                 if ok:
                     tail = [trim.tail[j] if j in ok else m for j, m in enumerate(tail)]
                     new_view = [summary_msg, *tail]
                     tokens_after = extra + sum(message_tokens(est, m) for m in new_view)
-                    replaced = tuple((global_cut + j, trim.tail[j]) for j in ok)
+                    replaced = tuple((global_cut + j, trim.tail[j]) for j in sorted(ok))
 
             update = StateUpdate(event=new_event, replaced=replaced)
             result = yield _CallModel(new_view)
@@ -529,7 +529,7 @@ class Compressor:
         call_model: ModelCall | None,
         summarizer: Any,
         backend: FileBackend,
-        emitter: EventEmitter | None,
+        deliver: Callable[[CompressionEvent], None],
     ) -> CallOutcome:
         value: Any = None
         try:
@@ -550,7 +550,7 @@ class Compressor:
                     )
                     value = (archive_error, _summarize_sync(summarizer, effect))
                 elif isinstance(effect, _Emit):
-                    _deliver(emitter, effect.event)
+                    deliver(effect.event)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
 
@@ -560,7 +560,7 @@ class Compressor:
         call_model: Any,
         summarizer: Any,
         backend: FileBackend,
-        emitter: EventEmitter | None,
+        deliver: Callable[[CompressionEvent], None],
     ) -> CallOutcome:
         value: Any = None
         try:
@@ -580,7 +580,7 @@ class Compressor:
                 elif isinstance(effect, _ArchiveAndSummarize):
                     value = await self._archive_and_summarize(backend, summarizer, effect)
                 elif isinstance(effect, _Emit):
-                    _deliver(emitter, effect.event)
+                    deliver(effect.event)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
 
@@ -652,7 +652,13 @@ def _summarize_sync(summarizer: Any, effect: _ArchiveAndSummarize) -> SummaryRes
         return exc
 
 
-def _deliver(emitter: EventEmitter | None, event: CompressionEvent) -> None:
+def _hold(event: CompressionEvent) -> None:
+    """Deliver nothing now (``hold_events``): the caller delivers later."""
+
+
+def deliver_event(event: CompressionEvent, emitter: EventEmitter | None = None) -> None:
+    """Send ``event`` to ``emitter`` and to every plugin observing compression
+    events; an observer's exception is logged, never raised."""
     from .plugins import emit_to_plugins
 
     for deliver in (emitter, emit_to_plugins):

@@ -126,35 +126,65 @@ class ContextOverflowError(ArsError):
 _OVERFLOW_TEXT = re.compile(
     r"prompt is too long|maximum context length|context[_ ]length[_ ]exceeded|"
     r"exceeds? (?:the )?(?:model's )?(?:maximum context|context window|context length)|"
-    r"input is too long|reduce the length of the messages|input token count .* exceeds",
+    r"input is too long|reduce the length of the messages|input token count .* exceeds|"
+    r"exceeds? (?:the )?context (?:limit|size)|context limit|input tokens? exceeds?|"
+    r"too large for model with \d+ maximum context",
     re.IGNORECASE,
 )
 # rate limits also talk about tokens ("tokens per min"): never an overflow
 _RATE_LIMIT_TEXT = re.compile(r"rate limit|per min|TPM|RPM|quota", re.IGNORECASE)
+# machine-readable codes (OpenAI-compatible ``code`` / ``body["error"]["code"]``)
+_OVERFLOW_CODES = frozenset({"context_length_exceeded", "context_window_exceeded"})
 
 
 def is_context_overflow(exc: BaseException) -> bool:
     """Whether ``exc`` means "the request is larger than the model's context window".
 
     True for :class:`ContextOverflowError`, for any exception class named
-    ``ContextOverflowError`` (langchain-core's among them) and for provider
-    errors whose text says so (HTTP 400/413 "prompt is too long", "maximum
-    context length", ``context_length_exceeded``...).
+    ``ContextOverflowError`` (langchain-core's among them), for an error code
+    ``context_length_exceeded``, for HTTP 413, and for 400 / status-less
+    provider errors whose text says so ("prompt is too long", "maximum context
+    length", "exceeds the context window"...), rate limits excepted. Errors it
+    wraps are followed: ``raise ... from`` and tenacity's ``RetryError``
+    (``last_attempt``); not ``__context__``, as an error raised while handling
+    an overflow is not one.
     """
     seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:  # follow `raise ... from`
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        current = todo.pop()
+        if current is None or id(current) in seen:
+            continue
         seen.add(id(current))
         if _is_overflow_one(current):
             return True
-        current = current.__cause__  # not __context__: an error while handling one is not one
+        todo.append(current.__cause__)
+        attempt = getattr(current, "last_attempt", None)  # tenacity.RetryError
+        if attempt is not None:
+            try:
+                todo.append(attempt.exception())
+            except Exception:  # a broken or cancelled future
+                pass
     return False
+
+
+def _error_code(exc: BaseException) -> Any:
+    code = getattr(exc, "code", None)
+    if code is None:
+        body = getattr(exc, "body", None)
+        if isinstance(body, dict):
+            err = body.get("error", body)
+            code = err.get("code") if isinstance(err, dict) else None
+    return code
 
 
 def _is_overflow_one(exc: BaseException) -> bool:
     if isinstance(exc, ContextOverflowError):
         return True
     if any(cls.__name__ == "ContextOverflowError" for cls in type(exc).__mro__):
+        return True
+    code = _error_code(exc)
+    if isinstance(code, str) and code in _OVERFLOW_CODES:
         return True
     status = getattr(exc, "status_code", None) or getattr(exc, "status", None)
     if status == 413:  # request entity too large

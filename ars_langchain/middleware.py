@@ -176,6 +176,17 @@ class _Call:
     backend: Any
     thread: str
 
+    def engine_options(self) -> dict[str, Any]:
+        """The keyword arguments of ``Compressor.call``/``acall`` for this call."""
+        return {
+            "event": self.event,
+            "system": self.system,
+            "tools": self.tools,
+            "summarizer": self.summarizer,
+            "backend": self.backend,
+            "thread": self.thread,
+        }
+
 
 class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
     """Two-level context compression (ARS) as a LangChain agent middleware.
@@ -474,15 +485,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             return handler(self._view(request, call, view))
 
         outcome = call.session.compressor.call(
-            call.messages,
-            call_model,
-            event=call.event,
-            system=call.system,
-            tools=call.tools,
-            summarizer=call.summarizer,
-            backend=call.backend,
-            emitter=self._emit,
-            thread=call.thread,
+            call.messages, call_model, emitter=self._emit, **call.engine_options()
         )
         return self._finish(call, outcome)  # type: ignore[no-any-return]
 
@@ -497,14 +500,6 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             return await handler(self._view(request, call, view))
 
         outcome = await call.session.compressor.acall(
-            call.messages,
-            call_model,
-            event=call.event,
-            system=call.system,
-            tools=call.tools,
-            summarizer=call.summarizer,
-            backend=call.backend,
-            emitter=self._emit,
-            thread=call.thread,
+            call.messages, call_model, emitter=self._emit, **call.engine_options()
         )
         return self._finish(call, outcome)  # type: ignore[no-any-return]

@@ -55,6 +55,7 @@ from ars_core import (
     message_to_dict,
 )
 from ars_core.config import CONFIG_FIELDS
+from ars_core.engine import deliver_event
 
 from .convert import from_core_messages, system_text, to_core_messages, tool_schemas
 from .errors import is_context_length_error
@@ -387,7 +388,8 @@ class ArsMemory(BaseMemory):
         return ChatMessage(role="system", content=text, additional_kwargs={_RECORD_KEY: record})
 
     def _deliver(self, event: CompressionEvent) -> None:
-        dispatch(event, self.chat_store_key, self._on_event)
+        # the core's delivery (plugin observers too), with the instrumentation dispatch as emitter
+        deliver_event(event, lambda e: dispatch(e, self.chat_store_key, self._on_event))
 
     def _extras(self, system_prompt: Any, tools: Any) -> tuple[str | None, list[Any] | None]:
         system = system_text(system_prompt) if system_prompt is not None else self.system_prompt
@@ -416,7 +418,7 @@ class ArsMemory(BaseMemory):
             system=system,
             tools=schemas,
             force=force,
-            emitter=lambda e: None,
+            hold_events=True,  # delivered by the CompactionRound, after the model call
             thread=self.chat_store_key,
         )
         rnd = self._finish(state, outcome)
@@ -441,7 +443,7 @@ class ArsMemory(BaseMemory):
             system=system,
             tools=schemas,
             force=force,
-            emitter=lambda e: None,
+            hold_events=True,  # delivered by the CompactionRound, after the model call
             thread=self.chat_store_key,
         )
         rnd = self._finish(state, outcome)

@@ -61,7 +61,6 @@ from ars_core import (  # noqa: E402
     SummaryConfig,
     SummaryResult,
     TiktokenEstimator,
-    ToolCall,
     to_openai,
 )
 from ars_core.cli import SAMPLE_DIR, Run, load_runs, replay_messages  # noqa: E402
@@ -153,36 +152,21 @@ def tiled(runs: Sequence[Run], n: int, block: int) -> tuple[Message | None, list
 
 
 class LC:
-    """Core <-> LangChain message conversion for the peers (memoised both ways)."""
+    """Core <-> LangChain message conversion for the peers: ``ars_langchain.convert``,
+    memoised both ways so repeated conversions cost a lookup."""
 
     def __init__(self) -> None:
-        from langchain_core import messages as lcm
+        from ars_langchain import convert
 
-        self.m = lcm
+        self._convert = convert
         self._to_core: dict[int, tuple[Any, Message]] = {}
         self._serial = 0
 
     def from_core(self, m: Message) -> Any:
-        lcm = self.m
-        self._serial += 1
-        mid = m.id or f"lc{self._serial}"
-        if m.role == "system":
-            out = lcm.SystemMessage(content=m.text, id=mid)
-        elif m.role == "user":
-            out = lcm.HumanMessage(content=m.text, id=mid)
-        elif m.role == "assistant":
-            out = lcm.AIMessage(
-                content=m.text,
-                id=mid,
-                tool_calls=[
-                    {"id": c.id, "name": c.name, "args": dict(c.args), "type": "tool_call"}
-                    for c in m.tool_calls
-                ],
-            )
-        else:
-            out = lcm.ToolMessage(
-                content=m.text, id=mid, tool_call_id=m.tool_call_id or "", name=m.name
-            )
+        if m.id is None:  # LangChain's reducers want ids
+            self._serial += 1
+            m = attrs.evolve(m, id=f"lc{self._serial}")
+        out = self._convert.from_core(m)
         self._to_core[id(out)] = (out, m)
         return out
 
@@ -190,23 +174,7 @@ class LC:
         hit = self._to_core.get(id(msg))
         if hit is not None and hit[0] is msg:
             return hit[1]
-        lcm = self.m
-        text = msg.text if isinstance(msg.text, str) else str(msg.content)
-        if isinstance(msg, lcm.SystemMessage):
-            core = Message(role="system", content=text)
-        elif isinstance(msg, lcm.AIMessage):
-            core = Message(
-                role="assistant",
-                content=text,
-                tool_calls=tuple(
-                    ToolCall(id=str(c.get("id")), name=c["name"], args=c.get("args") or {})
-                    for c in msg.tool_calls
-                ),
-            )
-        elif isinstance(msg, lcm.ToolMessage):
-            core = Message(role="tool", content=text, tool_call_id=msg.tool_call_id, name=msg.name)
-        else:
-            core = Message(role="user", content=text)
+        core: Message = self._convert.to_core(msg)
         self._to_core[id(msg)] = (msg, core)
         return core
 
