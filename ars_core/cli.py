@@ -523,17 +523,6 @@ def replay_messages(
 # ------------------------------------------------------------------ output
 
 
-def _k(n: float) -> str:
-    """1234 -> '1.2K', 1234567 -> '1.23M'."""
-    if n >= 1_000_000:
-        return f"{n / 1_000_000:.2f}M"
-    if n >= 10_000:
-        return f"{n / 1000:.0f}K"
-    if n >= 1000:
-        return f"{n / 1000:.1f}K"
-    return str(int(n))
-
-
 def _pct(part: float, whole: float) -> str:
     return f"{100 * part / whole:.0f}%" if whole else "-"
 

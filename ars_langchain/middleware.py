@@ -162,7 +162,6 @@ class _Session:
     system: Message | None = None
     tools_key: tuple[int, ...] = ()
     tools: list[Any] = field(default_factory=list)
-    last_usage: dict[str, Any] | None = None
 
 
 @dataclass
@@ -452,7 +451,6 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             "estimated_tokens": outcome.tokens_after,
             "view_messages": len(outcome.view),
         }
-        session.last_usage = record
         with self._sessions_lock:
             self._last_usage[call.thread] = record
             self._last_usage.move_to_end(call.thread)
