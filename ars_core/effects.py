@@ -1,0 +1,281 @@
+"""The effects the flow asks for, and the two shells that carry them out.
+
+:mod:`ars_core.flow` decides; it does no I/O. It *yields* one of four effects
+and receives its result:
+
+* :class:`CallModel` -> a :class:`ModelResult` (the response, or the error),
+* :class:`Write` -> the set of paths whose write failed,
+* :class:`ArchiveAndSummarize` -> ``(archive error or None, SummaryResult or
+  the summarizer's exception)``,
+* :class:`Emit` -> nothing (the stream event is delivered).
+
+:func:`dispatch` maps an effect to its handler, once, for both shells.
+:class:`SyncEffects` runs them in order (archive, then summary);
+:class:`AsyncEffects` awaits them and runs archive and summary concurrently
+in an anyio task group. :func:`run_sync` / :func:`run_async` drive a flow to
+its return value.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import weakref
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from typing import Any, Protocol, TypeVar
+
+import anyio
+import anyio.to_thread
+import attrs
+
+from .events import CompressionEvent
+from .files import FileBackend
+from .l1 import FileWrite
+from .messages import Message
+from .summarize import SummaryResult
+
+__all__ = [
+    "ArchiveAndSummarize",
+    "AsyncEffects",
+    "CallModel",
+    "Effect",
+    "Emit",
+    "ModelResult",
+    "SyncEffects",
+    "Write",
+    "WrittenPaths",
+    "check_summary",
+    "describe",
+    "dispatch",
+    "run_async",
+    "run_sync",
+]
+
+log = logging.getLogger("ars")
+
+T = TypeVar("T")
+
+
+@attrs.frozen
+class CallModel:
+    """Call the main model with ``messages``."""
+
+    messages: list[Message]
+
+
+@attrs.frozen
+class Write:
+    """Write files (offloaded tool results, trimmed originals)."""
+
+    writes: tuple[FileWrite, ...]
+
+
+@attrs.frozen
+class ArchiveAndSummarize:
+    """Write the history archive and summarize ``history`` with ``prompt``."""
+
+    archive: FileWrite
+    history: list[Message]
+    prompt: str
+
+
+@attrs.frozen
+class Emit:
+    """Deliver one stream event."""
+
+    event: CompressionEvent
+
+
+@attrs.frozen
+class ModelResult:
+    """What the main model did: a response, or the exception it raised."""
+
+    response: Any = None
+    error: BaseException | None = None
+
+
+Effect = CallModel | Write | ArchiveAndSummarize | Emit
+#: per backend, the paths already written by this process
+WrittenPaths = weakref.WeakKeyDictionary[Any, set[str]]
+SummaryOutcome = tuple[BaseException | None, SummaryResult | BaseException]
+
+
+def describe(exc: BaseException) -> str:
+    """``"TypeName: message"``, how errors appear in logs and events."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+class _Handlers(Protocol):
+    def call_model(self, effect: CallModel) -> Any: ...
+    def write(self, effect: Write) -> Any: ...
+    def archive_and_summarize(self, effect: ArchiveAndSummarize) -> Any: ...
+    def emit(self, effect: Emit) -> None: ...
+
+
+def dispatch(effect: Effect, handlers: _Handlers) -> Any:
+    """The one mapping from an effect to the handler that carries it out."""
+    if isinstance(effect, CallModel):
+        return handlers.call_model(effect)
+    if isinstance(effect, Write):
+        return handlers.write(effect)
+    if isinstance(effect, ArchiveAndSummarize):
+        return handlers.archive_and_summarize(effect)
+    handlers.emit(effect)
+    return None
+
+
+def run_sync(flow: Generator[Effect, Any, T], handlers: SyncEffects) -> T:
+    """Drive ``flow`` to its return value, one effect at a time."""
+    value: Any = None
+    while True:
+        try:
+            effect = flow.send(value)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        value = dispatch(effect, handlers)
+
+
+async def run_async(flow: Generator[Effect, Any, T], handlers: AsyncEffects) -> T:
+    """Async twin of :func:`run_sync`: a handler's awaitable result is awaited."""
+    value: Any = None
+    while True:
+        try:
+            effect = flow.send(value)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        value = dispatch(effect, handlers)
+        if inspect.isawaitable(value):
+            value = await value
+
+
+class _Ledger:
+    """One batch of writes: what is still to write, and which writes failed.
+    Each path is written once per backend and process (L1 offloads the same
+    results on every call, since state is never rewritten)."""
+
+    def __init__(self, written: WrittenPaths, backend: FileBackend, writes: Sequence[FileWrite]):
+        try:
+            self.done = written.setdefault(backend, set())
+        except TypeError:  # not weak-referenceable: no cache
+            self.done = set()
+        self.todo = [w for w in writes if w.path not in self.done]
+        self.failed: set[str] = set()
+
+    def record(self, write: FileWrite, error: BaseException | None) -> None:
+        if error is None:
+            self.done.add(write.path)
+        else:
+            log.warning("ARS: could not write %s: %s", write.path, describe(error))
+            self.failed.add(write.path)
+
+
+def _archive_error(effect: ArchiveAndSummarize, failed: set[str]) -> OSError | None:
+    return OSError(f"could not write {effect.archive.path}") if failed else None
+
+
+def check_summary(result: object) -> SummaryResult:
+    """A summarizer's return value as a :class:`SummaryResult` (a ``str`` is accepted)."""
+    if isinstance(result, SummaryResult):
+        return result
+    if isinstance(result, str):
+        return SummaryResult(text=result)
+    raise TypeError(f"a summarizer must return SummaryResult or str, not {type(result).__name__}")
+
+
+@attrs.define
+class SyncEffects:
+    """Carries out effects in the calling thread, in order."""
+
+    model: Callable[[list[Message]], Any] | None
+    summarizer: Any
+    backend: FileBackend
+    deliver: Callable[[CompressionEvent], None]
+    written: WrittenPaths
+
+    def call_model(self, effect: CallModel) -> ModelResult:
+        try:
+            return ModelResult(self.model(effect.messages) if self.model else None)
+        except Exception as exc:
+            return ModelResult(error=exc)
+
+    def write(self, effect: Write) -> set[str]:
+        ledger = _Ledger(self.written, self.backend, effect.writes)
+        for w in ledger.todo:
+            try:
+                self.backend.write_text(w.path, w.text)
+            except Exception as exc:
+                ledger.record(w, exc)
+            else:
+                ledger.record(w, None)
+        return ledger.failed
+
+    def summarize(self, effect: ArchiveAndSummarize) -> SummaryResult | BaseException:
+        try:
+            return check_summary(self.summarizer.summarize(effect.history, effect.prompt))
+        except Exception as exc:
+            return exc
+
+    def archive_and_summarize(self, effect: ArchiveAndSummarize) -> SummaryOutcome:
+        failed = self.write(Write((effect.archive,)))
+        return _archive_error(effect, failed), self.summarize(effect)
+
+    def emit(self, effect: Emit) -> None:
+        self.deliver(effect.event)
+
+
+@attrs.define
+class AsyncEffects:
+    """Carries out effects on the event loop: archive and summary at once."""
+
+    sync: SyncEffects
+
+    async def call_model(self, effect: CallModel) -> ModelResult:
+        try:
+            response = self.sync.model(effect.messages) if self.sync.model else None
+            if inspect.isawaitable(response):
+                response = await response
+            return ModelResult(response)
+        except Exception as exc:
+            return ModelResult(error=exc)
+
+    async def write(self, effect: Write) -> set[str]:
+        awrite: Callable[[str, str], Awaitable[Any]] | None = getattr(
+            self.sync.backend, "awrite_text", None
+        )
+        if awrite is None:
+            return await anyio.to_thread.run_sync(self.sync.write, effect)
+        ledger = _Ledger(self.sync.written, self.sync.backend, effect.writes)
+        for w in ledger.todo:
+            try:
+                await awrite(w.path, w.text)
+            except Exception as exc:
+                ledger.record(w, exc)
+            else:
+                ledger.record(w, None)
+        return ledger.failed
+
+    async def summarize(self, effect: ArchiveAndSummarize) -> SummaryResult | BaseException:
+        asummarize = getattr(self.sync.summarizer, "asummarize", None)
+        if asummarize is None:
+            return await anyio.to_thread.run_sync(self.sync.summarize, effect)
+        try:
+            return check_summary(await asummarize(effect.history, effect.prompt))
+        except Exception as exc:
+            return exc
+
+    async def archive_and_summarize(self, effect: ArchiveAndSummarize) -> SummaryOutcome:
+        results: dict[str, Any] = {}
+
+        async def archive() -> None:
+            results["archive"] = _archive_error(effect, await self.write(Write((effect.archive,))))
+
+        async def summarize() -> None:
+            results["summary"] = await self.summarize(effect)
+
+        async with anyio.create_task_group() as tg:  # history write and summary at once
+            tg.start_soon(archive)
+            tg.start_soon(summarize)
+        return results["archive"], results["summary"]
+
+    def emit(self, effect: Emit) -> None:
+        self.sync.emit(effect)

@@ -1,0 +1,401 @@
+"""The decisions of one model call, as a generator of effects (no I/O).
+
+:func:`flow` is the whole call; each step is a short sub-generator joined
+with ``yield from``, as httpx writes its auth flows::
+
+    flow ............... measure: system + tools + effective messages
+     |- below_threshold ... effective messages fit: call the model, done
+     |- level1 ............ L1 on a copy: offload big tool results, truncate big args
+     |- after_l1
+         |- L1 view fits the L2 threshold: call the model, done
+         |- no valid cutoff: l1_fallback (send the L1 view)
+         |- level2
+             |- summarize ... archive || summary -> new SummarizationEvent
+             |- trim_tail ... kept tail still too big: trim it (persisted by id)
+             |- finish ...... call the model, ``completed``
+     a started round that raises reports ``failed``
+
+The effects it yields are in :mod:`ars_core.effects`; :mod:`ars_core.engine`
+drives it synchronously or asynchronously.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Generator, Sequence
+from typing import Any, Protocol
+
+import attrs
+
+from .config import SummaryConfig
+from .effects import ArchiveAndSummarize, CallModel, Effect, Emit, ModelResult, Write, describe
+from .estimate import Estimator, Tools, message_tokens
+from .events import (
+    CompressionEvent,
+    Level,
+    Phase,
+    SummarizationEvent,
+    effective_messages,
+    to_global_cutoff,
+)
+from .l1 import plan_l1
+from .l2 import build_summary_message, history_file, select_cutoff, trim_tail
+from .messages import Message
+from .summarize import ExtractiveSummarizer, SummaryResult, condense_history
+
+__all__ = ["CallOutcome", "FlowSettings", "StateUpdate", "flow"]
+
+log = logging.getLogger("ars")
+
+Flow = Generator[Effect, Any, "CallOutcome"]
+
+
+@attrs.frozen
+class StateUpdate:
+    """What to persist after a call: the new event, and the kept-tail messages
+    trimmed under overflow as ``(state index, new message)``."""
+
+    event: SummarizationEvent | None = None
+    replaced: tuple[tuple[int, Message], ...] = ()
+
+
+@attrs.frozen
+class CallOutcome:
+    """The result of one wrapped model call."""
+
+    response: Any
+    view: Sequence[Message]
+    update: StateUpdate | None
+    events: tuple[CompressionEvent, ...]
+    level: Level | None
+    forced: bool
+    tokens_before: int
+    tokens_after: int
+
+
+class FlowSettings(Protocol):
+    """What the flow reads from its engine (a :class:`~ars_core.Compressor`)."""
+
+    config: SummaryConfig
+    estimator: Estimator
+    arg_char_limit: int
+    truncate_tools: tuple[str, ...]
+    summary_input_tokens: int | None
+    is_overflow: Callable[[BaseException], bool]
+
+
+@attrs.define
+class _Round:
+    """One call's state: its inputs, its measurements, and the events so far."""
+
+    settings: FlowSettings
+    event: SummarizationEvent | None
+    effective: list[Message]
+    extra: int
+    tokens_before: int
+    threshold: int
+    l2_threshold: int
+    forced: bool
+    thread: str | None
+    round_id: str = ""
+    started: bool = False
+    reached: Level = "L1"
+    emitted: list[CompressionEvent] = attrs.field(factory=list)
+
+    def record(self, phase: Phase, level: Level, **kw: Any) -> Emit:
+        self.round_id = self.round_id or uuid.uuid4().hex[:12]
+        event = CompressionEvent(
+            phase=phase,
+            level=level,
+            round_id=self.round_id,
+            forced=self.forced,
+            tokens_before=self.tokens_before,
+            threshold=self.settings.config.threshold_tokens,
+            **kw,
+        )
+        self.emitted.append(event)
+        return Emit(event)
+
+    def start(self, level: Level) -> Emit:
+        self.started = True
+        return self.record("started", level)
+
+    def outcome(
+        self,
+        result: ModelResult,
+        view: Sequence[Message],
+        level: Level | None,
+        tokens_after: int,
+        update: StateUpdate | None = None,
+    ) -> CallOutcome:
+        return CallOutcome(
+            response=result.response,
+            view=view,
+            update=update,
+            events=tuple(self.emitted),
+            level=level,
+            forced=self.forced,
+            tokens_before=self.tokens_before,
+            tokens_after=tokens_after,
+        )
+
+    def overflowed(self, result: ModelResult) -> bool:
+        """``True`` when the model failed with a context overflow (the round is
+        forced from now on); any other error is raised."""
+        if result.error is None:
+            return False
+        if not self.settings.is_overflow(result.error):
+            raise result.error
+        self.forced = True
+        return True
+
+    def tokens(self, view: Sequence[Message]) -> int:
+        est = self.settings.estimator
+        return self.extra + sum(message_tokens(est, m) for m in view)
+
+
+@attrs.frozen
+class _L1View:
+    view: list[Message]
+    tokens: int
+    fields: dict[str, Any]  # what a stream event reports about L1
+
+
+@attrs.frozen
+class _Cut:
+    local: int  # into the effective messages
+    start: int  # 1 when effective[0] is the previous summary
+    previous: int  # the previous event's global cutoff
+    global_: int
+
+
+@attrs.frozen
+class _Tail:
+    view: list[Message]  # [summary, *kept tail]
+    tokens: int
+    replaced: tuple[tuple[int, Message], ...] = ()  # trimmed kept messages, by state index
+
+
+def flow(
+    settings: FlowSettings,
+    state: Sequence[Message],
+    event: SummarizationEvent | None,
+    system: Message | str | None,
+    tools: Tools | None,
+    *,
+    thread: str | None,
+    forced: bool = False,
+) -> Flow:
+    """One model call: measures the request, then returns the generator that
+    yields effects and returns the :class:`CallOutcome`."""
+    cfg, est = settings.config, settings.estimator
+    # thresholds in estimate units: a calibrated estimator (provider usage) scales them
+    scale = getattr(est, "scale", 1.0) or 1.0
+    # with no event the effective messages are the state itself: no O(history) copy on
+    # the hot path (views that differ from it are always new lists)
+    effective = (
+        state if event is None and isinstance(state, list) else effective_messages(state, event)
+    )
+    extra = _count_extra(est, system, tools)
+    count_history = getattr(est, "count_history", None)
+    history_tokens = count_history(effective) if count_history else est.count(effective)
+    r = _Round(
+        settings=settings,
+        event=event,
+        effective=effective,
+        extra=extra,
+        tokens_before=history_tokens + extra,
+        threshold=int(cfg.threshold_tokens / scale),
+        l2_threshold=int(cfg.l2_threshold_tokens / scale),
+        forced=forced,
+        thread=thread,
+    )
+    return _run(r)
+
+
+def _run(r: _Round) -> Flow:
+    if not r.forced and r.tokens_before < r.threshold:
+        done = yield from _below_threshold(r)
+        if done is not None:
+            return done
+    elif not r.forced:
+        yield r.start("L1")
+    l1 = yield from _level1(r)
+    try:
+        return (yield from _after_l1(r, l1))
+    except Exception as exc:  # a started round that raises reports `failed`
+        if r.started:
+            yield r.record("failed", r.reached, error=describe(exc))
+        raise
+
+
+def _count_extra(est: Estimator, system: Message | str | None, tools: Tools | None) -> int:
+    count_extra = getattr(est, "count_extra", None)
+    if count_extra is not None:
+        return int(count_extra(system=system, tools=tools))
+    return est.count([], system=system, tools=tools)
+
+
+def _below_threshold(r: _Round) -> Generator[Effect, Any, CallOutcome | None]:
+    """The effective messages go straight to the model; ``None`` when it
+    overflowed and the forced path takes over."""
+    result = yield CallModel(r.effective)
+    if r.overflowed(result):
+        return None
+    return r.outcome(result, r.effective, None, r.tokens_before)
+
+
+def _level1(r: _Round) -> Generator[Effect, Any, _L1View]:
+    """L1 on a copy of the effective messages; the offloaded files are written."""
+    s = r.settings
+    plan = plan_l1(
+        r.effective,
+        estimator=s.estimator,
+        tool_token_limit=s.config.summary_tool_result_token_limit,
+        arg_char_limit=s.arg_char_limit,
+        truncate_tools=s.truncate_tools,
+    )
+    failed_writes: set[str] = (yield Write(plan.writes)) if plan.writes else set()
+    view, offloaded = plan.finalize(failed_writes)
+    tokens = r.tokens_before + sum(
+        message_tokens(s.estimator, view[i]) - message_tokens(s.estimator, orig)
+        for i, orig in plan.replaced.items()
+    )
+    fields = {"offloaded": offloaded, "truncated_args": plan.truncated_args}
+    return _L1View(view, tokens, fields)
+
+
+def _after_l1(r: _Round, l1: _L1View) -> Flow:
+    """Send the L1 view when it fits the L2 threshold, else summarize (L2)."""
+    sent: ModelResult | None = None
+    if not r.forced and l1.tokens <= r.l2_threshold:
+        sent = yield CallModel(l1.view)
+        if not r.overflowed(sent):
+            yield r.record("completed", "L1", tokens_after=l1.tokens, **l1.fields)
+            return r.outcome(sent, l1.view, "L1", l1.tokens)
+    start = 1 if r.event is not None else 0
+    local = select_cutoff(r.effective, r.settings.config.summary_keep_messages, start=start)
+    if local is None:
+        return (yield from _l1_fallback(r, l1, sent))
+    global_ = to_global_cutoff(local, r.event)
+    previous = r.event.cutoff if r.event is not None else 0
+    return (yield from _level2(r, l1, _Cut(local, start, previous, global_)))
+
+
+def _l1_fallback(r: _Round, l1: _L1View, sent: ModelResult | None) -> Flow:
+    """No valid cutoff: the L1 view is all there is (an overflow of it propagates)."""
+    log.warning(
+        "ARS: no valid cutoff for L2 (%d effective messages); sending the L1 view",
+        len(r.effective),
+    )
+    if sent is not None and sent.error is not None:
+        raise sent.error
+    result = yield CallModel(l1.view)
+    if result.error is not None:
+        if not r.started:  # a failing forced round is reported
+            yield r.start("L1")
+        raise result.error
+    if r.started:
+        yield r.record("completed", "L1", tokens_after=l1.tokens, **l1.fields)
+    return r.outcome(result, l1.view, "L1" if r.started else None, l1.tokens)
+
+
+def _level2(r: _Round, l1: _L1View, cut: _Cut) -> Flow:
+    """Summarize the older history, trim the kept tail if needed, call the model."""
+    r.reached = "L2"
+    if not r.started:  # the forced path announces itself when L2 begins
+        yield r.start("L2")
+    new_event = yield from _summarize(r, l1, cut)
+    sent = yield from _trim_tail(r, l1, cut, new_event.summary_message)
+    result = yield CallModel(sent.view)
+    if result.error is not None:
+        raise result.error
+    yield r.record(
+        "completed",
+        "L2",
+        tokens_after=sent.tokens,
+        cutoff=cut.global_,
+        file_path=new_event.file_path,
+        summary_usage=new_event.summary_usage,
+        **l1.fields,
+    )
+    update = StateUpdate(event=new_event, replaced=sent.replaced)
+    return r.outcome(result, sent.view, "L2", sent.tokens, update)
+
+
+def _summarize(r: _Round, l1: _L1View, cut: _Cut) -> Generator[Effect, Any, SummarizationEvent]:
+    """Archive the summarized history and summarize it; the new event."""
+    s = r.settings
+    archive = history_file(
+        r.effective[cut.start : cut.local], start=cut.previous, end=cut.global_, thread=r.thread
+    )
+    budget = s.summary_input_tokens or max(1024, r.threshold // 2)
+    cleaned = condense_history(l1.view[: cut.local], budget, s.estimator)
+    archive_error, summary = yield ArchiveAndSummarize(archive, cleaned, s.config.summary_prompt)
+    file_path = None if archive_error is not None else archive.path
+    if archive_error is not None:
+        log.warning(
+            "ARS: history archive write failed (%s); summarizing anyway, file_path=None",
+            describe(archive_error),
+        )
+    return _new_event(r, cut, summary, cleaned, file_path)
+
+
+def _new_event(
+    r: _Round,
+    cut: _Cut,
+    summary: SummaryResult | BaseException,
+    cleaned: list[Message],
+    file_path: str | None,
+) -> SummarizationEvent:
+    """The event for ``summary``; a failed summary never raises: the summary
+    message holds the error text and a deterministic fallback summary."""
+    error_text = usage = None
+    if isinstance(summary, BaseException):
+        error_text = describe(summary)
+        log.error("ARS: summary model failed: %s", error_text)
+        prompt = r.settings.config.summary_prompt
+        fallback = ExtractiveSummarizer().summarize(cleaned, prompt).text
+        message = build_summary_message(
+            None, cutoff=cut.global_, file_path=file_path, error=error_text, fallback=fallback
+        )
+    else:
+        usage = summary.usage
+        message = build_summary_message(summary.text, cutoff=cut.global_, file_path=file_path)
+    return SummarizationEvent(
+        cutoff=cut.global_,
+        summary_message=message,
+        file_path=file_path,
+        previous_cutoff=cut.previous,
+        summary_usage=usage,
+        summary_error=error_text,
+    )
+
+
+def _trim_tail(
+    r: _Round, l1: _L1View, cut: _Cut, summary: Message
+) -> Generator[Effect, Any, _Tail]:
+    """``[summary, *kept tail]``; when that is still over capacity, the tail
+    is trimmed further and the trimmed messages are returned to persist."""
+    s, tail = r.settings, l1.view[cut.local :]
+    view = [summary, *tail]
+    capacity = r.l2_threshold if r.forced else r.threshold
+    untrimmed = _Tail(view, r.tokens(view))
+    if untrimmed.tokens <= capacity:
+        return untrimmed
+    trim = trim_tail(
+        r.effective[cut.local :],
+        tail,
+        budget=capacity,
+        fixed_tokens=r.extra + message_tokens(s.estimator, summary),
+        estimator=s.estimator,
+        preview_tokens=s.config.summary_tool_result_token_limit,
+    )
+    failed = (yield Write(trim.writes)) if trim.writes else set()
+    ok = {j for j, w in zip(trim.trimmed, trim.writes, strict=True) if w.path not in failed}
+    if not ok:
+        return untrimmed
+    view = [summary, *(trim.tail[j] if j in ok else m for j, m in enumerate(tail))]
+    replaced = tuple((cut.global_ + j, trim.tail[j]) for j in sorted(ok))
+    return _Tail(view, r.tokens(view), replaced)
