@@ -22,7 +22,13 @@ from .errors import (
     is_context_overflow,
 )
 from .estimate import ApproxEstimator, CachingEstimator, Estimator, TiktokenEstimator
-from .events import CompressionEvent, SummarizationEvent, effective_messages, to_global_cutoff
+from .events import (
+    CompressionEvent,
+    SummarizationEvent,
+    describe_event,
+    effective_messages,
+    to_global_cutoff,
+)
 from .files import FileBackend, FsspecBackend, check_path, sanitize_name
 from .hookspecs import hookimpl
 from .l2 import read_history
@@ -91,6 +97,7 @@ __all__ = [
     "Usage",
     "__version__",
     "check_path",
+    "describe_event",
     "effective_messages",
     "encode_sse",
     "from_openai",

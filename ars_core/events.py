@@ -30,6 +30,7 @@ __all__ = [
     "Level",
     "Phase",
     "SummarizationEvent",
+    "describe_event",
     "effective_messages",
     "to_global_cutoff",
 ]
@@ -161,3 +162,49 @@ class CompressionEvent:
 
 
 EventEmitter = Callable[[CompressionEvent], None]
+
+
+def _tokens(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) else "?"
+
+
+def describe_event(event: CompressionEvent | Mapping[str, Any]) -> str:
+    """What a compression round did, in words, for logs and example output.
+
+    ``started L1: 8,422 tokens ≥ T 16,384``,
+    ``completed L1: 8,422 → 3,120 tokens (T 16,384), 2 tool results offloaded``,
+    ``completed L2: 8,422 → 3,120 tokens (T 16,384), history archived to outputs/...``,
+    ``failed L2: 8,422 tokens (T 16,384), SummarizerError: ...``.
+    Takes the event or its JSON form (:meth:`CompressionEvent.to_dict`, an SSE
+    frame's data), so a client can describe what it received.
+    """
+    data = event.to_dict() if isinstance(event, CompressionEvent) else event
+    phase, level = data.get("phase"), data.get("level")
+    before, after = data.get("tokens_before"), data.get("tokens_after")
+    limit = data.get("threshold")
+    head = f"{phase} {level}"
+    if data.get("forced"):
+        head += " (forced by a context overflow)"
+    if phase == "started":
+        if isinstance(before, int) and isinstance(limit, int):
+            compared = "≥" if before >= limit else "<"
+            return f"{head}: {_tokens(before)} tokens {compared} T {_tokens(limit)}"
+        return f"{head}: {_tokens(before)} tokens"
+    bound = f" (T {_tokens(limit)})" if isinstance(limit, int) else ""
+    if phase == "failed":
+        return f"{head}: {_tokens(before)} tokens{bound}, {data.get('error') or 'unknown error'}"
+    text = f"{head}: {_tokens(before)} → {_tokens(after)} tokens{bound}"
+    details: list[str] = []
+    offloaded = list(data.get("offloaded") or ())
+    if offloaded:
+        noun = "tool result" if len(offloaded) == 1 else "tool results"
+        details.append(f"{len(offloaded)} {noun} offloaded to {', '.join(offloaded)}")
+    truncated = data.get("truncated_args") or 0
+    if truncated:
+        noun = "argument" if truncated == 1 else "arguments"
+        details.append(f"{truncated} large {noun} truncated")
+    if level == "L2" and data.get("cutoff") is not None:
+        where = data.get("file_path")
+        archived = f"history archived to {where}" if where else "history archive not written"
+        details.append(f"{archived}, summary covers messages 1-{data['cutoff']}")
+    return ", ".join([text, *details])

@@ -50,6 +50,7 @@ PUBLIC = sorted(
         "Usage",
         "__version__",
         "check_path",
+        "describe_event",
         "effective_messages",
         "encode_sse",
         "from_openai",
