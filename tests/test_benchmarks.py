@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ars_core import TiktokenEstimator, read_messages
-from ars_core.cli import SAMPLE_DIR
+from ars_core.replay import SAMPLE_DIR
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = REPO_ROOT / "benchmarks" / "run.py"
@@ -198,3 +198,20 @@ def test_flatness_table(smoke: tuple[str, dict[str, object], str]) -> None:
         per_call["ARS core"]["100"]["median"], abs=0.001
     )
     assert "Flatness: median at 100 / median at 50" in report
+
+
+def test_benchmark_sections_use_the_replay_library_not_the_cli() -> None:
+    """Each section is its own module; none of them (nor the runner) imports the ``ars`` CLI."""
+    code = (
+        "import sys, json; sys.argv = ['run.py'];"
+        f"import runpy; runpy.run_path({str(SCRIPT)!r}, run_name='bench');"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('ars_core', 'benchmarks')))))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    loaded = set(json.loads(result.stdout))
+    assert {"ars_core.replay", "benchmarks.overhead", "benchmarks.tokens", "benchmarks.estimators",
+            "benchmarks.flatness"} <= loaded
+    assert not any(m == "ars_core.cli" or m.startswith("ars_core.cli.") for m in loaded)

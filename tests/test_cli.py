@@ -33,7 +33,7 @@ from ars_core import (
     read_history,
     read_messages,
 )
-from ars_core.cli import SAMPLE_DIR
+from ars_core.replay import SAMPLE_DIR
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = sorted(SAMPLE_DIR.glob("*.jsonl.gz"))
@@ -523,7 +523,7 @@ def test_chat_model_summarizer_calls_the_model_unstreamed() -> None:
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage
 
-    from ars_core.cli import ChatModelSummarizer
+    from ars_core.cli.components import ChatModelSummarizer
 
     seen: list[Any] = []
 

@@ -1,0 +1,442 @@
+"""Replay recorded agent runs through ARS, call by call: the library behind
+``ars replay`` and the benchmarks.
+
+A recorded run is an OpenAI chat-completions transcript (JSON / JSONL, gzip
+too). :func:`replay_messages` sends it through a real
+:class:`~ars_core.engine.Compressor`: at every assistant message the request is
+the history before it, the recorded reply stands in for the model, and the
+outcome's state update (a new summary event, tail messages trimmed under
+overflow) is applied to the replayed state exactly as an adapter persists it.
+The result is a :class:`RunReport`: rounds, tokens with and without ARS, files
+written, summary calls.
+
+::
+
+    from ars_core import SummaryConfig
+    from ars_core.replay import SAMPLE_DIR, load_runs, replay_messages
+
+    for run in load_runs([SAMPLE_DIR]):
+        report = replay_messages(run.messages, config=SummaryConfig(summary_threshold=16))
+        print(run.name, report.tokens_sent_total, report.tokens_without_total)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from .config import SummaryConfig
+from .engine import CallOutcome, Compressor
+from .errors import MessageFormatError
+from .estimate import ApproxEstimator, Estimator, message_tokens
+from .events import SummarizationEvent
+from .files import FileBackend, FsspecBackend
+from .l1 import LARGE_TOOL_RESULTS_DIR
+from .l2 import HISTORY_DIR, TRIMMED_DIR
+from .messages import Message, read_messages
+from .summarize import ExtractiveSummarizer, SummaryResult, Usage, render_prompt
+
+__all__ = [
+    "DEMO_THRESHOLD",
+    "RUN_SUFFIXES",
+    "SAMPLE_DIR",
+    "CallRecord",
+    "MeteredSummarizer",
+    "Run",
+    "RunReport",
+    "find_runs",
+    "load_runs",
+    "replay_messages",
+    "total_report",
+]
+
+#: the sample runs shipped with the package (``ars replay`` with no RUN)
+SAMPLE_DIR = Path(__file__).resolve().parent / "data"
+#: the entry threshold (K tokens) used when replaying the shipped samples without
+#: ``--threshold``: they are 20-85K tokens long, so the production default (100K)
+#: would never trigger on them
+DEMO_THRESHOLD = 16
+#: file name endings read as recorded runs when a folder is given
+RUN_SUFFIXES: tuple[str, ...] = (".jsonl.gz", ".json.gz", ".jsonl", ".json")
+
+log = logging.getLogger("ars")
+
+
+# ------------------------------------------------------------------ reading runs
+
+
+@attrs.frozen
+class Run:
+    """A recorded run: a display name, where it came from, and its messages."""
+
+    name: str
+    source: str
+    messages: tuple[Message, ...]
+
+
+def _stem(path: Path) -> str:
+    name = path.name
+    for suffix in (*RUN_SUFFIXES, ".gz"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def find_runs(paths: Sequence[str | Path]) -> list[Path]:
+    """Expand ``paths``: a folder means every run file in it (sorted).
+
+    A missing path or a folder without runs raises
+    :class:`~ars_core.errors.MessageFormatError` naming it.
+    """
+    found: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            inside = sorted(c for c in p.iterdir() if c.is_file() and c.name.endswith(RUN_SUFFIXES))
+            if not inside:
+                raise MessageFormatError(
+                    "no recorded runs in this folder (expected *.jsonl, *.json, optionally .gz)",
+                    source=str(p),
+                )
+            found.extend(inside)
+        elif p.exists():
+            found.append(p)
+        else:
+            raise MessageFormatError("no such file or folder", source=str(p))
+    return found
+
+
+def load_runs(paths: Sequence[str | Path]) -> list[Run]:
+    """Read every run named by ``paths`` (see :func:`find_runs`); names are made unique."""
+    runs: list[Run] = []
+    seen: dict[str, int] = {}
+    for path in find_runs(paths):
+        messages = read_messages(path)  # MessageFormatError for anything that is not a transcript
+        name = _stem(path)
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] > 1:
+            name = f"{name}-{seen[name]}"
+        runs.append(Run(name=name, source=str(path), messages=tuple(messages)))
+    return runs
+
+
+# ------------------------------------------------------------------ reports
+
+
+@attrs.frozen
+class CallRecord:
+    """One replayed model call."""
+
+    call: int  #: 1-based model call number
+    message_index: int  #: index in the run of the recorded reply this call produced
+    level: str | None  #: ``None`` (below threshold), ``"L1"`` or ``"L2"``
+    forced: bool
+    tokens_sent: int  #: estimated tokens of the request ARS sent
+    tokens_without: int  #: estimated tokens of the same request without ARS
+    cutoff: int | None = None  #: the new cumulative cutoff after an L2 round
+
+
+@attrs.define
+class RunReport:
+    """What happened when one run was replayed through ARS."""
+
+    name: str
+    source: str
+    messages: int
+    model_calls: int = 0
+    l1_rounds: int = 0  #: compression rounds where L1 alone was enough
+    l2_rounds: int = 0  #: compression rounds that summarized history (L1 ran first)
+    tokens_sent_total: int = 0
+    tokens_sent_peak: int = 0
+    tokens_without_total: int = 0
+    tokens_without_peak: int = 0
+    over_threshold: int = 0  #: requests sent above the entry threshold
+    over_threshold_without: int = 0  #: requests above it without ARS
+    files_written: int = 0
+    files_by_kind: dict[str, int] = attrs.field(factory=dict)
+    summary_calls: int = 0
+    summary_input_tokens: int = 0
+    summary_output_tokens: int = 0
+    summary_errors: int = 0
+    warnings: list[str] = attrs.field(factory=list)
+    seconds: float = 0.0
+    calls: list[CallRecord] = attrs.field(factory=list)
+
+    @property
+    def sent_ratio(self) -> float:
+        """Tokens sent with ARS over tokens that would have been sent without it."""
+        return (
+            self.tokens_sent_total / self.tokens_without_total if self.tokens_without_total else 1.0
+        )
+
+    def to_dict(self, *, calls: bool = True) -> dict[str, Any]:
+        """A JSON-ready dict (``calls=False`` leaves out the per-call records)."""
+        out = attrs.asdict(self, recurse=True)
+        out["sent_ratio"] = round(self.sent_ratio, 4)
+        out["summary_tokens"] = self.summary_input_tokens + self.summary_output_tokens
+        out["seconds"] = round(self.seconds, 3)
+        if not calls:
+            del out["calls"]
+        return out
+
+    def add_call(self, record: CallRecord, *, threshold: int) -> None:
+        """Count one replayed call."""
+        self.model_calls += 1
+        self.l1_rounds += record.level == "L1"
+        self.l2_rounds += record.level == "L2"
+        self.tokens_sent_total += record.tokens_sent
+        self.tokens_sent_peak = max(self.tokens_sent_peak, record.tokens_sent)
+        self.tokens_without_total += record.tokens_without
+        self.tokens_without_peak = max(self.tokens_without_peak, record.tokens_without)
+        self.over_threshold += record.tokens_sent > threshold
+        self.over_threshold_without += record.tokens_without > threshold
+        self.calls.append(record)
+
+
+_SUM_FIELDS = (
+    "messages",
+    "model_calls",
+    "l1_rounds",
+    "l2_rounds",
+    "tokens_sent_total",
+    "tokens_without_total",
+    "over_threshold",
+    "over_threshold_without",
+    "files_written",
+    "summary_calls",
+    "summary_input_tokens",
+    "summary_output_tokens",
+    "summary_errors",
+    "seconds",
+)
+
+
+def total_report(reports: Sequence[RunReport]) -> RunReport:
+    """The runs added up (peaks are the maximum); ``calls`` stays empty."""
+    total = RunReport(name="total", source="", messages=0)
+    for r in reports:
+        for f in _SUM_FIELDS:
+            setattr(total, f, getattr(total, f) + getattr(r, f))
+        total.tokens_sent_peak = max(total.tokens_sent_peak, r.tokens_sent_peak)
+        total.tokens_without_peak = max(total.tokens_without_peak, r.tokens_without_peak)
+        for kind, n in r.files_by_kind.items():
+            total.files_by_kind[kind] = total.files_by_kind.get(kind, 0) + n
+        total.warnings.extend(f"{r.name}: {w}" for w in r.warnings)
+    return total
+
+
+# ------------------------------------------------------------------ instruments
+
+
+class _RecordingBackend:
+    """Delegates to a real backend and remembers every path written."""
+
+    def __init__(self, inner: FileBackend) -> None:
+        self.inner = inner
+        self.written: dict[str, None] = {}
+
+    def write_text(self, path: str, text: str) -> str:
+        written = self.inner.write_text(path, text)
+        self.written[written] = None
+        return written
+
+    def read_text(self, path: str) -> str:
+        return self.inner.read_text(path)
+
+    def exists(self, path: str) -> bool:
+        return self.inner.exists(path)
+
+
+class MeteredSummarizer:
+    """Delegates to a summarizer and adds up its calls, failures and token usage.
+
+    When the summarizer reports no usage, the rendered prompt and the summary
+    are counted with ``estimator``.
+    """
+
+    def __init__(self, inner: Any, estimator: Estimator) -> None:
+        self.inner = inner
+        self.estimator = estimator
+        self.calls = 0
+        self.errors = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+
+    def summarize(self, messages: Sequence[Message], prompt: str) -> SummaryResult:
+        self.calls += 1
+        try:
+            result = self.inner.summarize(messages, prompt)
+        except Exception:
+            self.errors += 1
+            raise
+        if isinstance(result, str):
+            result = SummaryResult(text=result)
+        usage = result.usage
+        if usage is None:
+            usage = Usage(
+                input_tokens=self.estimator.count_text(render_prompt(prompt, messages)),
+                output_tokens=self.estimator.count_text(result.text),
+            )
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        return SummaryResult(text=result.text, usage=usage, model=result.model)
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(Exception):
+            self.records.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def _collect_warnings() -> Iterator[_Collect]:
+    handler = _Collect()
+    log.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        log.removeHandler(handler)
+
+
+def _file_kind(path: str) -> str:
+    for prefix, kind in (
+        (LARGE_TOOL_RESULTS_DIR, "large_tool_results"),
+        (HISTORY_DIR, "conversation_history"),
+        (TRIMMED_DIR, "trimmed_messages"),
+    ):
+        if path.startswith(prefix + "/"):
+            return kind
+    return "other"
+
+
+def _recorded(reply: Message) -> Callable[[list[Message]], Message]:
+    """The stand-in model: whatever the view, the recorded reply."""
+
+    def call_model(view: list[Message]) -> Message:
+        return reply
+
+    return call_model
+
+
+# ------------------------------------------------------------------ replay
+
+
+OnCall = Callable[[CallOutcome, Message | None], None]
+
+
+class _Replay:
+    """The state of one run being replayed: persisted messages, the latest event,
+    the running size of the uncompressed request."""
+
+    def __init__(
+        self, compressor: Compressor, estimator: Estimator, system: Message | None
+    ) -> None:
+        self.compressor = compressor
+        self.estimator = estimator
+        self.system = system
+        self.extra = estimator.count([], system=system)  # the system message's share
+        self.state: list[Message] = []
+        self.event: SummarizationEvent | None = None
+        self.without = self.extra
+
+    def call(self, reply: Message) -> tuple[CallOutcome, int | None]:
+        """One model call answered by ``reply``; its state update applied.
+        Returns the outcome and the new cutoff (L2 only)."""
+        outcome = self.compressor.call(
+            self.state, _recorded(reply), event=self.event, system=self.system
+        )
+        cutoff = None
+        if outcome.update is not None:
+            if outcome.update.event is not None:
+                self.event = outcome.update.event
+                cutoff = self.event.cutoff
+            for index, replacement in outcome.update.replaced:  # persisted by index
+                self.state[index] = replacement
+        return outcome, cutoff
+
+    def sent(self, outcome: CallOutcome) -> int:
+        """Tokens of the request ARS sent, as ``estimator`` counts them."""
+        return self.extra + sum(message_tokens(self.estimator, m) for m in outcome.view)
+
+    def append(self, message: Message) -> None:
+        self.state.append(message)
+        self.without += message_tokens(self.estimator, message)
+
+
+def replay_messages(
+    messages: Sequence[Message],
+    *,
+    config: SummaryConfig,
+    estimator: Estimator | None = None,
+    summarizer: Any = None,
+    backend: FileBackend | None = None,
+    name: str = "run",
+    source: str = "",
+    on_call: OnCall | None = None,
+) -> RunReport:
+    """Replay one recorded run through a fresh :class:`~ars_core.engine.Compressor`.
+
+    At every assistant message, the request is the history before it (a
+    leading system message goes in ``system=``); the recorded assistant
+    message is the model's reply. The outcome's state update (new event,
+    replaced tail messages) is applied before the reply is appended, as an
+    adapter would persist it. Token figures are ``estimator``'s. ``on_call``
+    receives every call's outcome and the system message (benchmarks count
+    the views with their own tokenizer).
+    """
+    est = estimator or ApproxEstimator()
+    recording = _RecordingBackend(
+        backend if backend is not None else FsspecBackend("memory://ars-replay")
+    )
+    metered = MeteredSummarizer(
+        summarizer if summarizer is not None else ExtractiveSummarizer(), est
+    )
+    compressor = Compressor(config, estimator=est, backend=recording, summarizer=metered)
+    history = list(messages)
+    system = history.pop(0) if history and history[0].role == "system" else None
+    offset = 1 if system is not None else 0
+    replay = _Replay(compressor, est, system)
+    report = RunReport(name=name, source=source, messages=len(messages))
+    started = time.perf_counter()
+    with _collect_warnings() as collected:
+        for i, message in enumerate(history):
+            if message.role == "assistant":
+                outcome, cutoff = replay.call(message)
+                record = CallRecord(
+                    call=report.model_calls + 1,
+                    message_index=i + offset,
+                    level=outcome.level,
+                    forced=outcome.forced,
+                    tokens_sent=replay.sent(outcome),
+                    tokens_without=replay.without,
+                    cutoff=cutoff,
+                )
+                report.add_call(record, threshold=config.threshold_tokens)
+                if on_call is not None:
+                    on_call(outcome, system)
+            replay.append(message)
+    report.seconds = time.perf_counter() - started
+    report.warnings = collected.records
+    _finish(report, recording, metered)
+    return report
+
+
+def _finish(report: RunReport, recording: _RecordingBackend, metered: MeteredSummarizer) -> None:
+    report.files_written = len(recording.written)
+    for path in recording.written:
+        kind = _file_kind(path)
+        report.files_by_kind[kind] = report.files_by_kind.get(kind, 0) + 1
+    report.summary_calls = metered.calls
+    report.summary_errors = metered.errors
+    report.summary_input_tokens = metered.input_tokens
+    report.summary_output_tokens = metered.output_tokens

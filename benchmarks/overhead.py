@@ -1,0 +1,428 @@
+"""A. Per-call overhead of ARS and its peers below any trigger, and one L2 round.
+
+ARS (its LangChain middleware, and the bare core ``Compressor.call``),
+LangChain's ``SummarizationMiddleware`` and deepagents'
+``SummarizationMiddleware``, each driven through its model-call hook with a
+handler returning a canned reply, at several history lengths (runs
+concatenated); and one L2 round at 1,000 messages with an instant fake
+summarizer. LangChain's middleware has no ``wrap_model_call`` (it summarizes in
+``before_model`` and rewrites ``state["messages"]``), so it is driven through
+``before_model`` followed by the same handler.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ars_core import Compressor, FsspecBackend, Message, SummaryConfig
+
+from .common import (
+    LC,
+    NO_TRIGGER_K,
+    Context,
+    InstantSummarizer,
+    Timing,
+    ars_middleware_available,
+    canned_handler,
+    fake_chat_model,
+    fmt_ms,
+    fmt_ratio,
+    table,
+    tiled,
+)
+
+KEY = "A"
+NEEDS: tuple[str, ...] = ()
+
+
+class Policy:
+    """One contender: ``setup(n)`` builds the request (not timed) and returns the timed call."""
+
+    name = "?"
+
+    def setup(self, n: int) -> Callable[[], Any]:
+        raise NotImplementedError
+
+
+class CorePolicy(Policy):
+    name = "ARS core"
+
+    def __init__(
+        self,
+        system: Message | None,
+        history: list[Message],
+        *,
+        threshold_k: float,
+        backend_url: str,
+        keep: int = 10,
+    ) -> None:
+        self.system, self.history = system, history
+        self.config = SummaryConfig(summary_threshold=threshold_k, summary_keep_messages=keep)
+        self.compressor = Compressor(
+            self.config, backend=FsspecBackend(backend_url), summarizer=InstantSummarizer()
+        )
+        self.reply = Message(role="assistant", content="done")
+        self.levels: list[str | None] = []
+
+    def setup(self, n: int) -> Callable[[], Any]:
+        messages = self.history[:n]
+
+        def call() -> Any:
+            outcome = self.compressor.call(messages, lambda view: self.reply, system=self.system)
+            self.levels.append(outcome.level)
+            return outcome
+
+        return call
+
+    def note(self, calls: int) -> str:
+        return f"{sum(level == 'L2' for level in self.levels)}/{calls} calls ran L2"
+
+
+class LangChainPeerBase(Policy):
+    def __init__(self, lc: LC, system: Message | None, history: list[Message]) -> None:
+        self.lc = lc
+        self.system = lc.from_core(system) if system is not None else None
+        self.history = [lc.from_core(m) for m in history]
+        self.model = fake_chat_model()
+        self.handler, self.seen = canned_handler()
+
+    def request(self, n: int, state: dict[str, Any] | None = None) -> Any:
+        from langchain.agents.middleware.types import ModelRequest
+
+        messages = self.history[:n]
+        return ModelRequest(
+            model=self.model,
+            messages=messages,
+            system_message=self.system,
+            tools=[],
+            state=state if state is not None else {"messages": messages},
+        )
+
+
+class ArsMiddlewarePolicy(LangChainPeerBase):
+    name = "ARS middleware"
+
+    def __init__(
+        self,
+        lc: LC,
+        system: Message | None,
+        history: list[Message],
+        *,
+        threshold_k: float,
+        backend_url: str,
+        keep: int = 10,
+    ) -> None:
+        from ars_langchain.middleware import ArsSummarizationMiddleware
+
+        super().__init__(lc, system, history)
+        self.events: list[Any] = []
+        self.mw = ArsSummarizationMiddleware(
+            SummaryConfig(summary_threshold=threshold_k, summary_keep_messages=keep),
+            summarizer=InstantSummarizer(),
+            backend=FsspecBackend(backend_url),
+            stream=False,
+            on_event=self.events.append,
+        )
+
+    def setup(self, n: int) -> Callable[[], Any]:
+        request = self.request(n)
+        return lambda: self.mw.wrap_model_call(request, self.handler)
+
+    def note(self, calls: int) -> str:
+        rounds = sum(e.phase == "completed" and e.level == "L2" for e in self.events)
+        return f"{rounds}/{calls} calls ran L2"
+
+
+class LangChainPolicy(LangChainPeerBase):
+    name = "LangChain"
+
+    def __init__(
+        self,
+        lc: LC,
+        system: Message | None,
+        history: list[Message],
+        *,
+        trigger_tokens: int,
+        keep: int = 10,
+    ) -> None:
+        from langchain.agents.middleware import SummarizationMiddleware
+
+        super().__init__(lc, system, history)
+        self.summaries = 0
+        self.mw = SummarizationMiddleware(
+            self.model,
+            trigger=("tokens", trigger_tokens),
+            keep=("messages", keep),
+            summarizer=lambda messages: "summary",
+        )
+
+    def setup(self, n: int) -> Callable[[], Any]:
+        from langchain.agents.middleware.types import ModelRequest
+
+        state = {"messages": self.history[:n]}
+        request = self.request(n, state)
+
+        def call() -> Any:
+            update = self.mw.before_model(state, None)  # type: ignore[arg-type]
+            if update is None:
+                return self.handler(request)
+            self.summaries += 1
+            messages = update["messages"][1:]  # after RemoveMessage(REMOVE_ALL_MESSAGES)
+            return self.handler(
+                ModelRequest(
+                    model=self.model,
+                    messages=messages,
+                    system_message=self.system,
+                    tools=[],
+                    state={"messages": messages},
+                )
+            )
+
+        return call
+
+    def note(self, calls: int) -> str:
+        return f"{self.summaries}/{calls} calls summarized"
+
+
+class DeepAgentsPolicy(LangChainPeerBase):
+    name = "deepagents"
+
+    def __init__(
+        self,
+        lc: LC,
+        system: Message | None,
+        history: list[Message],
+        *,
+        trigger_tokens: int,
+        root: Path,
+        keep: int = 10,
+    ) -> None:
+        from deepagents.backends import FilesystemBackend
+        from deepagents.middleware.summarization import SummarizationMiddleware
+
+        super().__init__(lc, system, history)
+        self.root = root
+        self.mw = SummarizationMiddleware(
+            self.model,
+            backend=FilesystemBackend(root_dir=root, virtual_mode=True),
+            trigger=("tokens", trigger_tokens),
+            keep=("messages", keep),
+            summarizer=lambda messages: "summary",
+        )
+
+    def setup(self, n: int) -> Callable[[], Any]:
+        request = self.request(n)
+        return lambda: self.mw.wrap_model_call(request, self.handler)
+
+    def note(self, calls: int) -> str:
+        written = sum(1 for f in self.root.rglob("*") if f.is_file())
+        return f"history appended to {written} file(s)"
+
+
+def time_calls(policy: Policy, lengths: Sequence[int], warmup: int) -> Timing:
+    """Call ``policy`` at each history length in order; the first ``warmup`` are not timed."""
+    timing = Timing()
+    gc.collect()
+    for j, n in enumerate(lengths):
+        call = policy.setup(n)
+        t0 = time.perf_counter()
+        call()
+        dt = time.perf_counter() - t0
+        if j >= warmup:
+            timing.samples.append(dt)
+    return timing
+
+
+def growing(n: int, count: int) -> list[int]:
+    """``count`` history lengths ending at ``n``, each one message longer (a live agent loop)."""
+    start = max(1, n - count + 1)
+    return list(range(start, n + 1))
+
+
+def _policies(
+    lc: LC,
+    system: Message | None,
+    history: list[Message],
+    *,
+    threshold_k: float,
+    tmp: Path,
+    tag: str,
+    use_middleware: bool,
+) -> list[Policy]:
+    """ARS (middleware when importable, core) and both peers, triggering at ``threshold_k``."""
+    trigger = int(threshold_k * 1024)
+    policies: list[Policy] = []
+    if use_middleware:
+        policies.append(
+            ArsMiddlewarePolicy(
+                lc,
+                system,
+                history,
+                threshold_k=threshold_k,
+                backend_url=(tmp / f"mw-{tag}").as_uri(),
+            )
+        )
+    policies.append(
+        CorePolicy(
+            system, history, threshold_k=threshold_k, backend_url=(tmp / f"core-{tag}").as_uri()
+        )
+    )
+    policies.append(LangChainPolicy(lc, system, history, trigger_tokens=trigger))
+    policies.append(
+        DeepAgentsPolicy(lc, system, history, trigger_tokens=trigger, root=tmp / f"da-{tag}")
+    )
+    return policies
+
+
+def _per_call(
+    policies: Sequence[Policy], sizes: Sequence[int], ctx: Context
+) -> dict[str, dict[int, Timing]]:
+    args = ctx.args
+    results: dict[str, dict[int, Timing]] = {p.name: {} for p in policies}
+    for n in sizes:
+        lengths = growing(n, args.repeat + args.warmup)
+        for p in policies:
+            results[p.name][n] = time_calls(p, lengths, args.warmup)
+        ctx.log(
+            f"  overhead at {n} messages: "
+            + ", ".join(f"{p.name} {results[p.name][n].median_ms:.3f} ms" for p in policies)
+        )
+    for p in policies:
+        if isinstance(p, CorePolicy):
+            assert all(level is None for level in p.levels), (
+                "the no-trigger benchmark triggered ARS"
+            )
+        if isinstance(p, LangChainPolicy):
+            assert p.summaries == 0, "the no-trigger benchmark triggered LangChain"
+    return results
+
+
+def _l2_round(policies: Sequence[Policy], ctx: Context) -> dict[str, Timing]:
+    """One L2 round at ``--l2-size`` messages, instant summarizer, files on the local disk."""
+    args = ctx.args
+    lengths = [args.l2_size + j for j in range(args.warmup + args.l2_repeat)]
+    l2: dict[str, Timing] = {}
+    for p in policies:
+        timing = time_calls(p, lengths, args.warmup)
+        timing.note = p.note(len(lengths))  # type: ignore[attr-defined]
+        l2[p.name] = timing
+        ctx.log(f"  L2 round at {args.l2_size}: {p.name} {timing.median_ms:.2f} ms ({timing.note})")
+    return l2
+
+
+def measure(ctx: Context) -> dict[str, Any]:
+    args = ctx.args
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    use_mw = args.ars == "middleware" or (args.ars == "auto" and ars_middleware_available())
+    lc = LC()
+    n_max = max([*sizes, args.l2_size]) + args.l2_repeat + args.warmup + 2
+    # one stretch of the runs repeated: the messages appended in each timed window are
+    # alike at every length (lengths are multiples of the block)
+    block = math.gcd(*sizes) if len(sizes) > 1 else sizes[0]
+    block = block if block >= args.repeat + args.warmup else max(sizes)
+    system, history = tiled(ctx.runs, n_max, block)
+    policies = _policies(
+        lc, system, history, threshold_k=NO_TRIGGER_K, tmp=ctx.tmp, tag="0", use_middleware=use_mw
+    )
+    per_call = _per_call(policies, sizes, ctx)
+    l2_policies = _policies(
+        lc,
+        system,
+        history,
+        threshold_k=args.l2_threshold,
+        tmp=ctx.tmp,
+        tag="1",
+        use_middleware=use_mw,
+    )
+    return {
+        "sizes": sizes,
+        "per_call": per_call,
+        "l2": _l2_round(l2_policies, ctx),
+        "l2_size": args.l2_size,
+        "l2_threshold": int(args.l2_threshold * 1024),
+        "policies": [p.name for p in policies],
+    }
+
+
+def _render_per_call(ctx: Context, data: dict[str, Any]) -> list[str]:
+    names = data["policies"]
+    ars = "ARS middleware" if "ARS middleware" in names else "ARS core"
+    peers = [n for n in names if n in ("LangChain", "deepagents")]
+    lines = ["## A. Per-call overhead, no trigger", ""]
+    lines.append(
+        "Median time of one wrapped model call (ms) at each history length, the handler "
+        f"returning a canned reply; {ctx.args.repeat} calls per cell, each one message longer "
+        f"than the last (a live agent loop), after {ctx.args.warmup} untimed warm-up calls. "
+        f"Ratios are peer / {ars}."
+        + (
+            ""
+            if "ARS middleware" in names
+            else " The ARS LangChain middleware was not importable, so ARS is measured through "
+            "the core `Compressor.call` doing the same work."
+        )
+        + " LangChain's middleware is driven through `before_model` + the handler (it has no "
+        "`wrap_model_call`)."
+    )
+    lines.append("")
+    header = ["history", *(f"{n} (ms)" for n in names), *(f"{p} / {ars}" for p in peers)]
+    rows = []
+    for n in data["sizes"]:
+        med = {name: data["per_call"][name][n].median_ms for name in names}
+        rows.append(
+            [
+                f"{n:,}",
+                *(fmt_ms(med[name]) for name in names),
+                *(fmt_ratio(med[p], med[ars]) for p in peers),
+            ]
+        )
+    lines += [*table(header, rows), ""]
+    big = [n for n in data["sizes"] if n >= 1000]
+    if big:
+        per_call = data["per_call"]
+        ok = all(
+            per_call[p][n].median_ms >= 5 * per_call[ars][n].median_ms for p in peers for n in big
+        )
+        lines.append(
+            f"Target: {ars} at or below 1/5 of each peer at 1,000 messages and above: "
+            f"**{'met' if ok else 'NOT met'}**."
+        )
+        lines.append("")
+    return lines
+
+
+def render(ctx: Context, data: dict[str, Any]) -> list[str]:
+    lines = _render_per_call(ctx, data)
+    lines += [f"### One L2 round at {data['l2_size']:,} messages", ""]
+    lines.append(
+        f"Threshold {data['l2_threshold']:,} tokens, keep 10 messages, an instant fake "
+        "summarizer, files on the local disk (ARS: offloads and the history archive; "
+        "deepagents: its history file; LangChain writes none). Median of "
+        f"{ctx.args.l2_repeat} rounds, each on a history one message longer, state without a "
+        "previous summary."
+    )
+    lines.append("")
+    lines += table(
+        ["policy", "median (ms)", "p95 (ms)", "checked"],
+        [[name, fmt_ms(t.median_ms), fmt_ms(t.p95_ms), t.note] for name, t in data["l2"].items()],
+        "lrrl",
+    )
+    lines.append("")
+    return lines
+
+
+def raw(data: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "per_call_ms": {
+            name: {str(n): {"median": t.median_ms, "p95": t.p95_ms} for n, t in cells.items()}
+            for name, cells in data["per_call"].items()
+        },
+        "l2_ms": {
+            name: {"median": t.median_ms, "p95": t.p95_ms, "note": t.note}
+            for name, t in data["l2"].items()
+        },
+    }

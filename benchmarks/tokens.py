@@ -1,0 +1,390 @@
+"""B. Tokens sent over whole replayed runs, at a few thresholds.
+
+No compression, ARS (L1+L2), LangChain summarization, observation masking and
+deepagents, every request counted with tiktoken ``o200k_base`` whatever
+estimator the policy used; summary-call tokens are reported separately. ARS is
+replayed through the replay library (:func:`ars_core.replay.replay_messages`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ars_core import (
+    ApproxEstimator,
+    ExtractiveSummarizer,
+    FsspecBackend,
+    Message,
+    SummaryConfig,
+    SummaryResult,
+    TiktokenEstimator,
+)
+from ars_core.engine import CallOutcome
+from ars_core.replay import Run, replay_messages
+from ars_core.summarize import render_prompt
+
+from .common import LC, Context, canned_handler, fake_chat_model, split_system, table
+
+KEY = "B"
+NEEDS: tuple[str, ...] = ()
+
+PLACEHOLDERS = (
+    "Previous conversation was too long to summarize.",
+    "No previous conversation history.",
+)
+POLICIES = (
+    "no compression",
+    "ARS",
+    "ARS, o200k estimator",
+    "ARS, usage-calibrated",
+    "LangChain",
+    "observation masking",
+    "deepagents",
+)
+
+
+@dataclass
+class TokenStats:
+    total: int = 0
+    peak: int = 0
+    requests: int = 0
+    over: int = 0
+    summaries: int = 0
+    summary_calls: int = 0
+    placeholders: int = 0
+    summary_in: int = 0
+    summary_out: int = 0
+
+    def add_request(self, tokens: int, threshold: int) -> None:
+        self.total += tokens
+        self.peak = max(self.peak, tokens)
+        self.requests += 1
+        self.over += tokens > threshold
+
+
+class O200k:
+    """o200k counting for every policy: a request is system + messages, per-message cached."""
+
+    def __init__(self) -> None:
+        self.est = TiktokenEstimator("o200k_base")
+
+    def request(self, system: Message | None, view: Iterable[Message]) -> int:
+        return self.est.count(list(view), system=system)
+
+    def text(self, text: str) -> int:
+        return self.est.count_text(text)
+
+
+class MeteredExtractive:
+    """The extractive summarizer for everyone, its calls and o200k tokens counted.
+
+    ``prompt`` is what a chat model would have been sent: ARS's rendered
+    ``summary_prompt`` for ARS, the peer's default prompt with the history as
+    ``get_buffer_string(..., format="xml")`` for the peers.
+    """
+
+    def __init__(
+        self, o200k: O200k, stats: TokenStats, lc: LC | None = None, peer_prompt: str = ""
+    ) -> None:
+        self.inner = ExtractiveSummarizer()
+        self.o200k, self.stats, self.lc, self.peer_prompt = o200k, stats, lc, peer_prompt
+
+    def summarize(self, messages: Sequence[Message], prompt: str) -> SummaryResult:  # ARS
+        result = self.inner.summarize(messages, prompt)
+        self.stats.summary_calls += 1
+        self.stats.summary_in += self.o200k.text(render_prompt(prompt, messages))
+        self.stats.summary_out += self.o200k.text(result.text)
+        return result
+
+    def __call__(self, lc_messages: list[Any]) -> str:  # the peers' ``summarizer=`` callable
+        from langchain_core.messages import get_buffer_string
+
+        assert self.lc is not None
+        core = [self.lc.to_core(m) for m in lc_messages]
+        text = self.inner.summarize(core, "{messages}").text
+        self.stats.summary_calls += 1
+        rendered = self.peer_prompt.format(messages=get_buffer_string(lc_messages, format="xml"))
+        self.stats.summary_in += self.o200k.text(rendered)
+        self.stats.summary_out += self.o200k.text(text)
+        return text
+
+
+def _is_placeholder(text: Any) -> bool:
+    return any(p in (text if isinstance(text, str) else str(text)) for p in PLACEHOLDERS)
+
+
+# ================================================================== the policies
+
+
+def tokens_none(run: Run, threshold: int, o200k: O200k, stats: TokenStats) -> None:
+    system, history = split_system(run)
+    for i, m in enumerate(history):
+        if m.role == "assistant":
+            stats.add_request(o200k.request(system, history[:i]), threshold)
+
+
+def tokens_masking(
+    run: Run, threshold: int, o200k: O200k, stats: TokenStats, keep: int = 10
+) -> None:
+    system, history = split_system(run)
+    masked: dict[int, Message] = {}
+    for i, m in enumerate(history):
+        if m.role != "assistant":
+            continue
+        tools = [j for j in range(i) if history[j].role == "tool"]
+        old = set(tools[:-keep]) if keep else set(tools)
+        view = []
+        for j in range(i):
+            if j in old:
+                if j not in masked:
+                    masked[j] = history[j].with_content(
+                        f"[output of {history[j].name or 'tool'} omitted]"
+                    )
+                view.append(masked[j])
+            else:
+                view.append(history[j])
+        stats.add_request(o200k.request(system, view), threshold)
+
+
+def tokens_ars(
+    run: Run,
+    threshold_k: float,
+    o200k: O200k,
+    stats: TokenStats,
+    keep: int,
+    estimator: Any = None,
+    *,
+    calibrate: bool = False,
+) -> None:
+    """Replay ``run`` through ARS. With ``calibrate``, every request's o200k count is fed
+    back as the provider's reported usage (what the adapters do with ``usage_metadata``)."""
+    threshold = int(threshold_k * 1024)
+    levels: list[str | None] = []
+    if calibrate and estimator is None:
+        estimator = ApproxEstimator()
+
+    def on_call(outcome: CallOutcome, sys_msg: Message | None) -> None:
+        levels.append(outcome.level)
+        sent = o200k.request(sys_msg, outcome.view)
+        stats.add_request(sent, threshold)
+        if calibrate:
+            estimator.calibrate(estimated=outcome.tokens_after, actual=sent)
+
+    replay_messages(
+        run.messages,
+        config=SummaryConfig(summary_threshold=threshold_k, summary_keep_messages=keep),
+        estimator=estimator,
+        summarizer=MeteredExtractive(o200k, stats),
+        backend=FsspecBackend("memory://bench-tokens"),
+        on_call=on_call,
+    )
+    stats.summaries += sum(level == "L2" for level in levels)
+
+
+def tokens_langchain(
+    run: Run, threshold: int, o200k: O200k, stats: TokenStats, keep: int, lc: LC
+) -> None:
+    from langchain.agents.middleware import SummarizationMiddleware
+    from langchain.agents.middleware.summarization import DEFAULT_SUMMARY_PROMPT
+
+    system, history = split_system(run)
+    summarizer = MeteredExtractive(o200k, stats, lc, DEFAULT_SUMMARY_PROMPT)
+    mw = SummarizationMiddleware(
+        fake_chat_model(),
+        trigger=("tokens", threshold),
+        keep=("messages", keep),
+        summarizer=summarizer,
+    )
+    state: list[Any] = []
+    for m in history:
+        if m.role == "assistant":
+            update = mw.before_model({"messages": state}, None)  # type: ignore[arg-type]
+            if update is not None:
+                state = list(update["messages"][1:])
+                stats.summaries += 1
+                summary_text = (
+                    state[0].text if isinstance(state[0].text, str) else str(state[0].content)
+                )
+                stats.placeholders += _is_placeholder(summary_text)
+            stats.add_request(o200k.request(system, [lc.to_core(x) for x in state]), threshold)
+        state.append(lc.from_core(m))
+
+
+class _DeepAgentsDriver:
+    """deepagents' middleware driven through ``wrap_model_call``, its state updates applied."""
+
+    def __init__(self, system: Message | None, lc: LC, summarizer: Any, **options: Any) -> None:
+        from deepagents.middleware.summarization import SummarizationMiddleware
+
+        self.lc = lc
+        self.lc_system = lc.from_core(system) if system is not None else None
+        self.model = fake_chat_model()
+        self.mw = SummarizationMiddleware(self.model, summarizer=summarizer, **options)
+        self.handler, self.seen = canned_handler()
+        self.state: list[Any] = []
+        self.extra: dict[str, Any] = {}
+
+    def call(self) -> tuple[list[Any], Any]:
+        """One model call; returns the messages sent and the new event (or ``None``)."""
+        from langchain.agents.middleware.types import ExtendedModelResponse, ModelRequest
+
+        request = ModelRequest(
+            model=self.model,
+            messages=list(self.state),
+            system_message=self.lc_system,
+            tools=[],
+            state={"messages": self.state, **self.extra},
+        )
+        result = self.mw.wrap_model_call(request, self.handler)
+        event = None
+        if isinstance(result, ExtendedModelResponse) and result.command is not None:
+            update = dict(result.command.update or {})
+            replaced = {x.id: x for x in update.pop("messages", [])}
+            if replaced:
+                self.state = [replaced.get(x.id, x) for x in self.state]
+            if update.get("_summarization_event") is not self.extra.get("_summarization_event"):
+                event = update["_summarization_event"]
+            self.extra.update(update)
+        return self.seen[-1].messages, event
+
+
+def tokens_deepagents(
+    run: Run, threshold: int, o200k: O200k, stats: TokenStats, keep: int, lc: LC, root: Path
+) -> None:
+    from deepagents.backends import FilesystemBackend
+    from deepagents.middleware.summarization import DEEPAGENTS_DEFAULT_SUMMARY_PROMPT
+
+    system, history = split_system(run)
+    driver = _DeepAgentsDriver(
+        system,
+        lc,
+        MeteredExtractive(o200k, stats, lc, DEEPAGENTS_DEFAULT_SUMMARY_PROMPT),
+        backend=FilesystemBackend(root_dir=root, virtual_mode=True),
+        trigger=("tokens", threshold),
+        keep=("messages", keep),
+    )
+    for m in history:
+        if m.role == "assistant":
+            sent, event = driver.call()
+            if event is not None:
+                stats.summaries += 1
+                stats.placeholders += _is_placeholder(event["summary_message"].text)
+            stats.add_request(o200k.request(system, [lc.to_core(x) for x in sent]), threshold)
+        driver.state.append(lc.from_core(m))
+
+
+# ================================================================== the section
+
+
+def _row(
+    run_list: Sequence[Run], k: float, keep: int, o200k: O200k, lc: LC, tmp: Path
+) -> dict[str, TokenStats]:
+    threshold = int(k * 1024)
+    row = {name: TokenStats() for name in POLICIES}
+    for i, run in enumerate(run_list):
+        tokens_none(run, threshold, o200k, row["no compression"])
+        tokens_ars(run, k, o200k, row["ARS"], keep)
+        tokens_ars(run, k, o200k, row["ARS, o200k estimator"], keep, o200k.est)
+        tokens_ars(run, k, o200k, row["ARS, usage-calibrated"], keep, calibrate=True)
+        tokens_langchain(run, threshold, o200k, row["LangChain"], keep, lc)
+        tokens_masking(run, threshold, o200k, row["observation masking"], keep)
+        tokens_deepagents(run, threshold, o200k, row["deepagents"], keep, lc, tmp / f"tok-{k}-{i}")
+    return row
+
+
+def measure(ctx: Context) -> dict[str, Any]:
+    args = ctx.args
+    thresholds = [float(s) for s in args.thresholds.split(",") if s.strip()]
+    runs = ctx.runs_by_size[: args.token_runs]
+    o200k, lc = O200k(), LC()
+    result: dict[float, dict[str, TokenStats]] = {}
+    for k in thresholds:
+        row = result[k] = _row(runs, k, args.keep, o200k, lc, ctx.tmp)
+        base = row["no compression"].total or 1
+        ctx.log(
+            f"  tokens at {k:g}K: "
+            + ", ".join(f"{n} {100 * s.total / base:.0f}%" for n, s in row.items())
+        )
+    return {
+        "thresholds": thresholds,
+        "table": result,
+        "runs": [r.name for r in runs],
+        "keep": args.keep,
+    }
+
+
+_INTRO = (
+    "{n} runs (the largest available), every assistant turn one request, all requests counted "
+    "with tiktoken o200k_base. ARS: L1+L2 with its defaults (approx estimator) and keep {keep}; "
+    'LangChain and deepagents `SummarizationMiddleware`: trigger `("tokens", T)`, keep {keep} '
+    "messages, their default token counter and `trim_tokens_to_summarize`; observation masking: "
+    "the last {keep} tool results kept, older ones replaced by a one-line placeholder. Every "
+    "policy summarizes with the same built-in extractive summarizer; summary-call tokens are what "
+    "a chat-model summarizer would have been sent (each policy's own prompt) plus the summary, "
+    'counted apart from the requests. "placeholders" are summaries produced without calling the '
+    'summarizer. "ARS, usage-calibrated" is ARS with its approx estimator calibrated, after each '
+    "request, by that request's o200k count standing in for the provider's reported usage (as "
+    'the adapters do with `usage_metadata`). "ARS, o200k estimator" is ARS deciding with '
+    "tiktoken o200k instead of its default approx estimator."
+)
+HEADER = [
+    "T (tokens)",
+    "policy",
+    "total tokens",
+    "% of none",
+    "peak",
+    "requests",
+    "over T",
+    "summaries",
+    "placeholders",
+    "summary-call tokens",
+]
+
+
+def render(ctx: Context, data: dict[str, Any]) -> list[str]:
+    lines = ["## B. Tokens sent over whole replayed runs", ""]
+    lines += [_INTRO.format(n=len(data["runs"]), keep=data["keep"]), ""]
+    rows = []
+    for k in data["thresholds"]:
+        row = data["table"][k]
+        base = row["no compression"].total or 1
+        for name in POLICIES:
+            s = row[name]
+            rows.append(
+                [
+                    f"{int(k * 1024):,}",
+                    name,
+                    f"{s.total:,}",
+                    f"{100 * s.total / base:.1f}%",
+                    f"{s.peak:,}",
+                    f"{s.requests:,}",
+                    f"{s.over:,}",
+                    f"{s.summaries:,}",
+                    f"{s.placeholders:,}",
+                    f"{s.summary_in + s.summary_out:,}",
+                ]
+            )
+    lines += [*table(HEADER, rows, "rlrrrrrrrr"), ""]
+    for k in data["thresholds"]:
+        row = data["table"][k]
+        ars, base = row["ARS"], row["no compression"].total or 1
+        lines.append(
+            f"Target at T={int(k * 1024):,}: ARS sends {100 * ars.total / base:.1f}% of the "
+            "uncompressed tokens (target <= 30%: "
+            f"**{'met' if ars.total <= 0.3 * base else 'NOT met'}**) "
+            f"and {ars.over} requests over T counted in o200k (ARS decides with its approx "
+            "estimator)."
+        )
+    lines.append("")
+    return lines
+
+
+def raw(data: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "tokens": {
+            f"{k:g}": {name: vars(s) for name, s in row.items()} for k, row in data["table"].items()
+        }
+    }
