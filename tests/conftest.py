@@ -9,6 +9,10 @@ Session-scoped servers (see ``tests/servers.py``):
   ``storage_options(bucket)``).
 - ``trajectories_dir``: the shared sample trajectories, ``../shared/data/trajectories``.
 
+Every ``@pytest.mark.spec(...)`` argument must be a requirement number of the
+specification (``../shared/SPEC.md``, beside the repository): a typo fails the
+collection.
+
 When one of them cannot be provided the test is skipped locally but fails when
 ``CI=true``. Tests using ``postgres_url`` / ``s3_endpoint`` get the ``postgres`` /
 ``s3`` marker automatically, so ``pytest -m "not postgres and not s3"`` runs the rest.
@@ -16,6 +20,7 @@ When one of them cannot be provided the test is skipped locally but fails when
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,16 +30,38 @@ from tests.servers import PostgresCluster, S3Server, ServerUnavailable, unavaila
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRAJECTORIES_DIR = REPO_ROOT.parent / "shared/data/trajectories"
+SPEC_PATH = REPO_ROOT.parent / "shared/SPEC.md"
 
 _AUTO_MARKERS = {"postgres_url": "postgres", "s3_endpoint": "s3"}
 
 
+def spec_requirements(path: Path = SPEC_PATH) -> set[str]:
+    """The requirement numbers SPEC.md defines (its ``- R<n>.`` lines)."""
+    return set(re.findall(r"^- (R\d+)\.", path.read_text(encoding="utf-8"), re.MULTILINE))
+
+
+def check_spec_marker(item: pytest.Item, known: set[str] | None) -> None:
+    """Raise :class:`pytest.UsageError` unless every ``spec`` marker of ``item``
+    names requirement numbers (of ``known``, when SPEC.md is readable)."""
+    for mark in item.iter_markers("spec"):
+        bad = [a for a in mark.args if not (isinstance(a, str) and re.fullmatch(r"R\d+", a))]
+        if known is not None:
+            bad += [a for a in mark.args if isinstance(a, str) and a not in known and a not in bad]
+        if not mark.args or bad or mark.kwargs:
+            raise pytest.UsageError(
+                f"{item.nodeid}: @pytest.mark.spec takes requirement numbers of SPEC.md "
+                f"(e.g. spec('R20', 'R24')); invalid: {bad or dict(mark.kwargs) or 'no argument'}"
+            )
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    known = spec_requirements() if SPEC_PATH.is_file() else None
     for item in items:
         fixturenames = getattr(item, "fixturenames", ())
         for fixture, marker in _AUTO_MARKERS.items():
             if fixture in fixturenames:
                 item.add_marker(marker)
+        check_spec_marker(item, known)
 
 
 @pytest.fixture(scope="session")

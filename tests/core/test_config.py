@@ -1,4 +1,4 @@
-"""R35: the five Context fields, their defaults, metadata and validation."""
+"""The five Context fields, their defaults, metadata and validation."""
 
 from __future__ import annotations
 
@@ -11,9 +11,12 @@ import pytest
 from ars_core import DEFAULT_SUMMARY_PROMPT, ConfigError, SummaryConfig
 from ars_core.config import CONFIG_FIELDS
 
+pytestmark = pytest.mark.spec("R35")
+
 
 class TestDefaults:
-    def test_r35_defaults_are_the_seeds(self) -> None:
+    @pytest.mark.spec("R35")
+    def test_defaults_are_the_seeds(self) -> None:
         c = SummaryConfig()
         assert (
             c.summary_threshold,
@@ -25,7 +28,8 @@ class TestDefaults:
         assert "{messages}" in c.summary_prompt and c.summary_prompt == DEFAULT_SUMMARY_PROMPT
         assert "摘要" in DEFAULT_SUMMARY_PROMPT  # the built-in template is Chinese
 
-    def test_r35_fields_are_marked_admin_only(self) -> None:
+    @pytest.mark.spec("R35")
+    def test_fields_are_marked_admin_only(self) -> None:
         for f in attrs.fields(SummaryConfig):
             assert f.metadata["admin_only"] is True and f.metadata["description"]
         assert CONFIG_FIELDS == (
@@ -36,7 +40,8 @@ class TestDefaults:
             "summary_l2_trigger_ratio",
         )
 
-    def test_r35_from_context_object_and_mapping(self) -> None:
+    @pytest.mark.spec("R35")
+    def test_from_context_object_and_mapping(self) -> None:
         ctx = SimpleNamespace(summary_threshold=8, summary_keep_messages=None, user_id="u1")
         assert SummaryConfig.from_context(ctx) == SummaryConfig(summary_threshold=8)
         assert (
@@ -62,13 +67,15 @@ class TestValidation:
             ("summary_prompt", None),
         ],
     )
-    def test_r35_invalid_values_raise_a_clear_error(self, field: str, value: object) -> None:
+    @pytest.mark.spec("R35")
+    def test_invalid_values_raise_a_clear_error(self, field: str, value: object) -> None:
         with pytest.raises(ConfigError) as info:
             SummaryConfig(**{field: value})
         assert info.value.field == field
         assert field in str(info.value)
 
-    def test_r35_ratio_outside_recommended_range_warns(self) -> None:
+    @pytest.mark.spec("R35")
+    def test_ratio_outside_recommended_range_warns(self) -> None:
         with pytest.warns(UserWarning, match="recommended range 0.1-1.0"):
             SummaryConfig(summary_l2_trigger_ratio=0.05)
         with warnings.catch_warnings():

@@ -48,10 +48,12 @@ def long_history(n_pairs: int, size: int = 40) -> list[Message]:
     return out
 
 
+@pytest.mark.spec("R1")
 class TestBelowThreshold:
-    """R1: below the entry threshold nothing happens but the model call."""
+    """Below the entry threshold nothing happens but the model call."""
 
-    def test_r1_below_threshold_calls_model_with_effective_messages(self) -> None:
+    @pytest.mark.spec("R1")
+    def test_below_threshold_calls_model_with_effective_messages(self) -> None:
         backend, emitter = memory_backend(), RecordingEmitter()
         state = [user("hello"), assistant("hi there")]
         before = snapshot(state)
@@ -68,8 +70,9 @@ class TestBelowThreshold:
         assert files_in(backend) == {}
         assert snapshot(state) == before
 
-    def test_r10_r24_effective_messages_rebuilt_from_event(self) -> None:
-        """R10/R24: with an event, the model gets [summary] + state[cutoff:]."""
+    @pytest.mark.spec("R10", "R24")
+    def test_effective_messages_rebuilt_from_event(self) -> None:
+        """With an event, the model gets [summary] + state[cutoff:]."""
         state = [user("a"), assistant("b"), user("c"), assistant("d")]
         summary = Message(role="user", content="S", metadata={MARK_SUMMARY: True})
         event = SummarizationEvent(cutoff=2, summary_message=summary)
@@ -77,8 +80,9 @@ class TestBelowThreshold:
         Compressor(small_config()).call(state, model, event=event)
         assert model.calls == [[summary, state[2], state[3]]]
 
-    def test_r3_system_and_tool_schemas_count_toward_the_threshold(self) -> None:
-        """R3: a request whose messages are small but whose system prompt and tool
+    @pytest.mark.spec("R3")
+    def test_system_and_tool_schemas_count_toward_the_threshold(self) -> None:
+        """A request whose messages are small but whose system prompt and tool
         schemas push it over T starts a compression round."""
         state = [user("hello")]
         system = "You are helpful. " + words(600, "sys")
@@ -95,8 +99,9 @@ class TestBelowThreshold:
         assert out.tokens_before == EST.count(state, system=system, tools=tools)
 
 
+@pytest.mark.spec("R2", "R11", "R12", "R13", "R14")
 class TestL1Only:
-    """R2, R11-R14: L1 alone brings the view under the L2 threshold."""
+    """L1 alone brings the view under the L2 threshold."""
 
     def setup_state(self) -> tuple[list[Message], str, str]:
         code = "print('x')\n" * 400  # 4,400 characters
@@ -113,7 +118,8 @@ class TestL1Only:
         ]
         return state, code, big
 
-    def test_r11_r12_r14_l1_view_files_and_events(self) -> None:
+    @pytest.mark.spec("R5", "R11", "R12", "R14", "R30", "R31")
+    def test_l1_view_files_and_events(self) -> None:
         state, code, big = self.setup_state()
         before = snapshot(state)
         backend, emitter = memory_backend(), RecordingEmitter()
@@ -126,12 +132,12 @@ class TestL1Only:
         path = f"outputs/large_tool_results/bash-{sha256_text(big)}.txt"
         sent = model.calls[0]
         assert len(model.calls) == 1 and len(sent) == len(state)
-        # R11: the write_file argument is only a marker in the copy
+        # the write_file argument is only a marker in the copy
         assert sent[1].tool_calls[0].args == {
             "file_path": "app.py",
             "content": truncation_marker("write_file", "content", code),
         }
-        # R12: the tool result is the path plus a preview within the same budget
+        # the tool result is the path plus a preview within the same budget
         assert sent[4].metadata[MARK_OFFLOADED] == path
         assert sent[4].text.startswith(offload_body(path, big, "", EST.count_text(big)))
         assert path in sent[4].text and "Preview:\n" + big[:40] in sent[4].text
@@ -141,17 +147,18 @@ class TestL1Only:
         assert [sent[i] is state[i] for i in (0, 2, 3, 5)] == [True] * 4
         # the file holds the full original text
         assert files_in(backend) == {path: big}
-        # R14, R5: no state change
+        # no state change
         assert out.update is None and out.level == "L1"
         assert snapshot(state) == before
-        # R30/R31: started then completed, L1 completed has no cutoff nor file path
+        # started then completed, L1 completed has no cutoff nor file path
         assert emitter.phases == [("started", "L1"), ("completed", "L1")]
         done = emitter.events[1].to_dict()
         assert "cutoff" not in done and "file_path" not in done
         assert done["offloaded"] == [path] and done["truncated_args"] == 1
         assert done["tokens_after"] < done["tokens_before"]
 
-    def test_r13_second_call_reuses_path_and_does_not_rewrite(self) -> None:
+    @pytest.mark.spec("R13")
+    def test_second_call_reuses_path_and_does_not_rewrite(self) -> None:
         state, _, _big = self.setup_state()
         backend = memory_backend()
         engine = Compressor(small_config(), backend=backend)
@@ -164,7 +171,8 @@ class TestL1Only:
         assert m1.calls[0][4].text == m2.calls[0][4].text
         assert writes == []
 
-    def test_r13_marked_message_is_not_offloaded_again(self) -> None:
+    @pytest.mark.spec("R13")
+    def test_marked_message_is_not_offloaded_again(self) -> None:
         c = call("bash")
         marked = tool(c, words(400)).with_content(
             words(400), **{MARK_OFFLOADED: "outputs/large_tool_results/x.txt"}
@@ -176,7 +184,8 @@ class TestL1Only:
         assert model.calls[0][2] is marked
         assert files_in(backend) == {}
 
-    def test_r12_failed_offload_keeps_original_text(self) -> None:
+    @pytest.mark.spec("R12")
+    def test_failed_offload_keeps_original_text(self) -> None:
         """A failed L1 write never drops text from the view."""
         state, _, big = self.setup_state()
         backend = FailingBackend(["outputs/large_tool_results"])
@@ -185,7 +194,8 @@ class TestL1Only:
         assert model.calls[0][4] is state[4]
         assert backend.failed == [f"outputs/large_tool_results/bash-{sha256_text(big)}.txt"]
 
-    def test_r37_tool_name_is_sanitised_in_the_file_name(self) -> None:
+    @pytest.mark.spec("R37")
+    def test_tool_name_is_sanitised_in_the_file_name(self) -> None:
         c = call("../../etc/passwd")
         state = [user("x"), assistant("", c), tool(c, words(1200))]
         backend = memory_backend()
@@ -196,7 +206,8 @@ class TestL1Only:
         assert path == f"outputs/large_tool_results/etc_passwd-{sha256_text(state[2].text)}.txt"
         assert ".." not in path and "/etc/" not in path
 
-    def test_r38_same_content_same_path(self) -> None:
+    @pytest.mark.spec("R38")
+    def test_same_content_same_path(self) -> None:
         text = words(500)
         c1, c2 = call("bash"), call("bash")
         state = [user("x"), assistant("", c1, c2), tool(c1, text), tool(c2, text), user(words(300))]
@@ -215,12 +226,14 @@ def expected_cutoff(n: int, keep: int) -> int:
     return n - keep
 
 
+@pytest.mark.spec("R20", "R21", "R22", "R23", "R24", "R25")
 class TestL2:
-    """R20-R25: L2 archives, summarizes and records a cumulative event."""
+    """L2 archives, summarizes and records a cumulative event."""
 
-    def test_r20_r23_r24_l2_round(self) -> None:
-        """R20 above the L2 threshold; R23 the originals archived, the summary made from
-        the cleaned history with the prompt; R24 the event and the rebuilt view."""
+    @pytest.mark.spec("R5", "R20", "R23", "R24", "R27", "R30", "R31")
+    def test_l2_archives_summarizes_and_records_the_event(self) -> None:
+        """Above the L2 threshold the originals are archived, the summary is made from
+        the cleaned history with the prompt, the event records it and the view is rebuilt."""
         state = long_history(8)  # 16 messages of ~65 tokens: ~1,100 tokens
         before = snapshot(state)
         backend, emitter = memory_backend(), RecordingEmitter()
@@ -249,8 +262,8 @@ class TestL2:
         # the view sent: summary + the kept tail (same objects)
         assert model.calls == [[event.summary_message, *state[12:]]]
         assert out.update.replaced == ()
-        assert snapshot(state) == before  # R5: state messages are never rewritten
-        # R30/R31: completed L2 carries cutoff, file path and the summary usage (R27)
+        assert snapshot(state) == before  # state messages are never rewritten
+        # completed L2 carries cutoff, file path and the summary usage
         assert emitter.phases == [("started", "L1"), ("completed", "L2")]
         done = emitter.events[1].to_dict()
         assert done["cutoff"] == 12 and done["file_path"] == path
@@ -260,7 +273,8 @@ class TestL2:
             "total_tokens": 120,
         }
 
-    def test_r21_cutoff_never_splits_parallel_tool_calls(self) -> None:
+    @pytest.mark.spec("R21")
+    def test_cutoff_never_splits_parallel_tool_calls(self) -> None:
         """The kept window would start inside a parallel call's results: the cut moves back
         to the assistant message that made the calls."""
         a, b, c = call("read"), call("read"), call("read")
@@ -281,7 +295,8 @@ class TestL2:
         assert [m.role for m in sent] == ["user", "assistant", "tool", "tool", "tool", "assistant"]
         assert {m.tool_call_id for m in sent[2:5]} == {a.id, b.id, c.id}
 
-    def test_r25_chained_summaries_grow_the_global_cutoff(self) -> None:
+    @pytest.mark.spec("R25")
+    def test_chained_summaries_grow_the_global_cutoff(self) -> None:
         backend = memory_backend()
         summarizer = FakeSummarizer(lambda prompt: f"summary #{prompt.count('[previous summary]')}")
         engine = Compressor(small_config(), backend=backend, summarizer=summarizer)
@@ -314,7 +329,8 @@ class TestL2:
         # the later summaries saw the earlier ones
         assert "[previous summary]" in render(summarizer.calls[-1][0])
 
-    def test_r44_event_survives_json_and_rebuilds_the_same_view(self) -> None:
+    @pytest.mark.spec("R44")
+    def test_event_survives_json_and_rebuilds_the_same_view(self) -> None:
         state = long_history(8)
         out = Compressor(small_config(), summarizer=FakeSummarizer()).call(state, ScriptedModel())
         stored = json.loads(json.dumps(out.update.event.to_dict()))
@@ -330,10 +346,12 @@ def render(messages: list[Message]) -> str:
     return render_history(messages)
 
 
+@pytest.mark.spec("R26", "R40", "R41", "R42")
 class TestFailures:
-    """R26, R40-R42: failures degrade, they never lose the summary or the call."""
+    """Failures degrade, they never lose the summary or the call."""
 
-    def test_r26_r40_history_write_failure(self, caplog: pytest.LogCaptureFixture) -> None:
+    @pytest.mark.spec("R26", "R40")
+    def test_history_write_failure_still_summarizes_without_path(self, caplog: pytest.LogCaptureFixture) -> None:
         backend, emitter = FailingBackend(["outputs/conversation_history"]), RecordingEmitter()
         summarizer = FakeSummarizer("S")
         model = ScriptedModel(["ok"])
@@ -352,7 +370,8 @@ class TestFailures:
         assert emitter.phases == [("started", "L1"), ("completed", "L2")]
         assert "file_path" not in emitter.events[1].to_dict()
 
-    def test_r41_summary_model_exception_is_not_raised(self) -> None:
+    @pytest.mark.spec("R41")
+    def test_summary_model_exception_is_not_raised(self) -> None:
         emitter = RecordingEmitter()
         summarizer = FakeSummarizer(error=RuntimeError("summary backend down"))
         model = ScriptedModel(["ok"])
@@ -368,7 +387,8 @@ class TestFailures:
         assert model.calls[0][0] is event.summary_message
         assert emitter.phases == [("started", "L1"), ("completed", "L2")]
 
-    def test_r42_no_valid_cutoff_falls_back_to_l1_view(self) -> None:
+    @pytest.mark.spec("R42")
+    def test_no_valid_cutoff_falls_back_to_l1_view(self) -> None:
         """Too few messages to summarize: the L1 view is sent and state is unchanged."""
         c = call("bash")
         state = [user(words(900)), assistant("", c), tool(c, words(900))]
@@ -379,7 +399,8 @@ class TestFailures:
         assert model.calls[0][2].metadata.get(MARK_OFFLOADED)
         assert emitter.phases == [("started", "L1"), ("completed", "L1")]
 
-    def test_r42_no_cutoff_and_still_overflowing_propagates_and_fails(self) -> None:
+    @pytest.mark.spec("R42")
+    def test_no_cutoff_and_still_overflowing_propagates_and_fails(self) -> None:
         state = [user(words(2000)), assistant(words(10))]
         emitter = RecordingEmitter()
         model = ScriptedModel(overflow_above=1500)
@@ -388,7 +409,8 @@ class TestFailures:
         assert emitter.phases == [("started", "L1"), ("failed", "L1")]
         assert "ContextOverflowError" in emitter.events[1].error
 
-    def test_r32_main_model_error_after_start_emits_failed(self) -> None:
+    @pytest.mark.spec("R32")
+    def test_main_model_error_after_start_emits_failed(self) -> None:
         emitter = RecordingEmitter()
 
         def broken(view: list[Message]) -> str:
@@ -401,7 +423,8 @@ class TestFailures:
         assert emitter.phases == [("started", "L1"), ("failed", "L2")]
         assert emitter.events[1].error == "ValueError: provider 500"
 
-    def test_r32_error_below_threshold_emits_nothing(self) -> None:
+    @pytest.mark.spec("R32")
+    def test_error_below_threshold_emits_nothing(self) -> None:
         emitter = RecordingEmitter()
 
         def broken(view: list[Message]) -> str:
@@ -421,10 +444,12 @@ class TestFailures:
         assert out.response == "ok" and out.level == "L2"
 
 
+@pytest.mark.spec("R4", "R22", "R43")
 class TestOverflow:
-    """R4, R22, R43: a context overflow forces compression, and the tail is trimmed."""
+    """A context overflow forces compression, and the tail is trimmed."""
 
-    def test_r4_overflow_below_threshold_forces_l2_and_retries(self) -> None:
+    @pytest.mark.spec("R4")
+    def test_overflow_below_threshold_forces_l2_and_retries(self) -> None:
         state = long_history(6)  # ~800 tokens: below T=1,024
         emitter = RecordingEmitter()
         model = ScriptedModel(["ok"], overflow_above=600)
@@ -434,11 +459,12 @@ class TestOverflow:
         assert len(model.calls) == 2 and model.calls[0] == state
         assert model.calls[1] == [out.update.event.summary_message, *state[8:]]
         assert out.forced and out.level == "L2" and out.response == "ok"
-        # R4: on the forced path `started` comes when L2 begins
+        # on the forced path `started` comes when L2 begins
         assert emitter.phases == [("started", "L2"), ("completed", "L2")]
         assert all(e.forced for e in emitter.events)
 
-    def test_r4_langchain_style_overflow_errors_are_recognised(self) -> None:
+    @pytest.mark.spec("R4")
+    def test_langchain_style_overflow_errors_are_recognised(self) -> None:
         class ContextOverflowError(
             Exception
         ):  # e.g. langchain_core.exceptions.ContextOverflowError
@@ -464,7 +490,8 @@ class TestOverflow:
             )
             assert out.forced and out.response == "ok" and len(calls) == 2
 
-    def test_r22_r43_overflow_trims_the_kept_tail_and_persists_it_by_id(self) -> None:
+    @pytest.mark.spec("R22", "R43")
+    def test_overflow_trims_the_kept_tail_and_persists_it_by_id(self) -> None:
         huge = "LOG " + words(420, "huge")
         state = [*long_history(2), user(huge), assistant("ok"), user("next"), assistant("fine")]
         assert 700 < EST.count(state) < 1024  # below T, above what the model accepts
@@ -489,11 +516,13 @@ class TestOverflow:
         assert emitter.phases == [("started", "L2"), ("completed", "L2")]
 
 
+@pytest.mark.spec("R26")
 class TestAsync:
-    """R26: the async path runs archive and summary at the same time."""
+    """The async path runs archive and summary at the same time."""
 
     @pytest.mark.anyio
-    async def test_r26_async_archive_and_summary_run_concurrently(self) -> None:
+    @pytest.mark.spec("R26")
+    async def test_async_archive_and_summary_run_concurrently(self) -> None:
         import anyio
 
         archive_started, summary_started = anyio.Event(), anyio.Event()
@@ -529,7 +558,8 @@ class TestAsync:
             ).acall(long_history(8), model)
         assert out.response == "async ok" and out.update.event.file_path in files_in(inner)
 
-    def test_r26_sync_path_writes_history_before_summarizing(self) -> None:
+    @pytest.mark.spec("R26")
+    def test_sync_path_writes_history_before_summarizing(self) -> None:
         order: list[str] = []
         inner = memory_backend()
 
@@ -602,7 +632,8 @@ class TestContentKinds:
         assert sent.content[0].text.startswith("[ARS: tool result offloaded")
 
 
-def test_r33_events_map_to_sse_frames() -> None:
+@pytest.mark.spec("R33")
+def test_events_map_to_sse_frames() -> None:
     emitter = RecordingEmitter()
     Compressor(small_config(), emitter=emitter, summarizer=FakeSummarizer()).call(
         long_history(8), ScriptedModel()
@@ -619,7 +650,8 @@ def test_r33_events_map_to_sse_frames() -> None:
 class TestCompact:
     """`compact` builds the view without a model call (memories whose caller calls the model)."""
 
-    def test_r4_forced_compact_runs_l2_without_calling_a_model(self) -> None:
+    @pytest.mark.spec("R4")
+    def test_forced_compact_runs_l2_without_calling_a_model(self) -> None:
         state = long_history(4)  # below T
         emitter = RecordingEmitter()
         out = Compressor(small_config(), summarizer=FakeSummarizer("S"), emitter=emitter).compact(
@@ -629,7 +661,8 @@ class TestCompact:
         assert list(out.view) == [out.update.event.summary_message, *state[4:]]
         assert emitter.phases == [("started", "L2"), ("completed", "L2")]
 
-    def test_r1_compact_below_threshold_changes_nothing(self) -> None:
+    @pytest.mark.spec("R1")
+    def test_compact_below_threshold_changes_nothing(self) -> None:
         state = long_history(2)
         out = Compressor(small_config()).compact(state)
         assert out.view == state and out.update is None and out.events == ()
@@ -642,8 +675,9 @@ class TestCompact:
         assert snapshot(list(sync.view)) == snapshot(list(async_.view))
 
 
+@pytest.mark.spec("R4")
 class TestOverflowClassification:
-    """R4: which provider errors count as a context overflow."""
+    """Which provider errors count as a context overflow."""
 
     @pytest.mark.parametrize(
         ("text", "status", "overflow"),
@@ -658,14 +692,16 @@ class TestOverflowClassification:
             ("prompt is too long", 500, False),
         ],
     )
-    def test_r4_provider_texts(self, text: str, status: int | None, overflow: bool) -> None:
+    @pytest.mark.spec("R4")
+    def test_provider_overflow_texts_are_classified(self, text: str, status: int | None, overflow: bool) -> None:
         from ars_core import is_context_overflow
 
         exc = Exception(text)
         exc.status_code = status  # type: ignore[attr-defined]
         assert is_context_overflow(exc) is overflow
 
-    def test_r4_wrapped_errors_are_followed(self) -> None:
+    @pytest.mark.spec("R4")
+    def test_wrapped_errors_are_followed(self) -> None:
         from ars_core import is_context_overflow
 
         try:
@@ -677,8 +713,9 @@ class TestOverflowClassification:
             assert is_context_overflow(outer)
 
 
+@pytest.mark.spec("R3")
 class TestCalibration:
-    """R3: the provider's usage is the truth; a calibrated estimator moves the thresholds."""
+    """The provider's usage is the truth; a calibrated estimator moves the thresholds."""
 
     def test_calibrated_scale_lowers_the_effective_threshold(self) -> None:
         est = ApproxEstimator()
@@ -702,9 +739,10 @@ class TestCalibration:
         assert est.scale <= 2.0
 
 
-def test_r42_forced_path_without_cutoff_reports_started_and_failed() -> None:
+@pytest.mark.spec("R4", "R42")
+def test_forced_path_without_cutoff_reports_started_and_failed() -> None:
     """Below T, overflow, no valid cutoff, the L1 view overflows too: the error propagates
-    and the round is reported as started + failed (R42 over R4's quiet forced path)."""
+    and the round is reported as started + failed (a failing round is reported even on the quiet forced path)."""
     state = [user(words(700)), assistant(words(10))]
     emitter = RecordingEmitter()
     with pytest.raises(ContextOverflowError):

@@ -1,4 +1,4 @@
-"""R3: estimators count system, tools and messages; approx tracks o200k; caching."""
+"""Estimators count system, tools and messages; approx tracks o200k; caching."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import pytest
 
 from ars_core import ApproxEstimator, Message, TiktokenEstimator, ToolCall, read_messages
 from ars_core._tiktoken_offline import load_encoding
+
+pytestmark = pytest.mark.spec("R3")
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -36,7 +38,8 @@ class TestApproxAccuracy:
     @pytest.mark.parametrize(
         "kind", ["english", "chinese", "chinese_mixed", "code", "json", "tool_output"]
     )
-    def test_r3_approx_within_15_percent_of_o200k(self, trajectories_dir: Path, kind: str) -> None:
+    @pytest.mark.spec("R3")
+    def test_approx_within_15_percent_of_o200k(self, trajectories_dir: Path, kind: str) -> None:
         text = samples(trajectories_dir)[kind]
         exact = len(load_encoding("o200k_base").encode_ordinary(text))
         approx = ApproxEstimator().count_text(text)
@@ -67,7 +70,8 @@ class TestTiktoken:
 
 
 class TestRequestCount:
-    def test_r3_system_and_tools_are_counted(self) -> None:
+    @pytest.mark.spec("R3")
+    def test_system_and_tools_are_counted(self) -> None:
         est = ApproxEstimator()
         msgs = [Message(role="user", content="hello there")]
         tools = [

@@ -7,13 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ars_core import message_to_dict, read_history, read_messages
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.spec("R24", "R44")
 def test_core_quickstart_shows_l1_and_l2_and_recoverable_history() -> None:
-    """R24/R44: every archive the example writes holds exactly the original slice of the run."""
+    """Every archive the example writes holds exactly the original slice of the run."""
     run = sorted((ROOT / "ars_core/data").glob("*.jsonl.gz"))[0]
     proc = subprocess.run(
         [sys.executable, str(ROOT / "examples/core_quickstart.py"), str(run), "--threshold", "8"],

@@ -1,4 +1,4 @@
-"""R36-R38: file backends, per-thread scopes and the path boundary."""
+"""File backends, per-thread scopes and the path boundary."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from ars_core.testing import ScriptedModel
 
 from .helpers import assistant, call, files_in, small_config, tool, user, words
 
+pytestmark = pytest.mark.spec("R36", "R37", "R38")
+
 
 class TestPathBoundary:
     @pytest.mark.parametrize(
@@ -35,17 +37,20 @@ class TestPathBoundary:
             ("a\x00b", "NUL"),
         ],
     )
-    def test_r37_rejected_paths(self, path: str, reason: str) -> None:
+    @pytest.mark.spec("R37")
+    def test_paths_outside_the_boundary_are_rejected(self, path: str, reason: str) -> None:
         with pytest.raises(PathBoundaryError, match=reason):
             check_path(path, write=True)
 
-    def test_r37_skills_area_is_read_only(self) -> None:
+    @pytest.mark.spec("R37")
+    def test_skills_area_is_read_only(self) -> None:
         with pytest.raises(PathBoundaryError, match="read-only"):
             check_path("skills/public/SKILL.md", write=True)
         assert check_path("skills/public/SKILL.md") == "skills/public/SKILL.md"  # reading is fine
         assert check_path("./outputs//a.txt", write=True) == "outputs/a.txt"
 
-    def test_r37_backend_refuses_writes_outside_its_boundary(self, tmp_path: Path) -> None:
+    @pytest.mark.spec("R37")
+    def test_backend_refuses_writes_outside_its_boundary(self, tmp_path: Path) -> None:
         backend = FsspecBackend(f"file://{tmp_path}/root")
         for bad in ("../escape.txt", "/tmp/abs.txt", "skills/x.md"):
             with pytest.raises(PathBoundaryError):
@@ -64,10 +69,12 @@ class TestPathBoundary:
             ("x" * 100, "x" * 64),
         ],
     )
-    def test_r37_tool_names_are_sanitised(self, name: str, safe: str) -> None:
+    @pytest.mark.spec("R37")
+    def test_tool_names_are_sanitised(self, name: str, safe: str) -> None:
         assert sanitize_name(name) == safe
 
-    def test_r37_host_paths_never_reach_the_model(self, tmp_path: Path) -> None:
+    @pytest.mark.spec("R37")
+    def test_host_paths_never_reach_the_model(self, tmp_path: Path) -> None:
         backend = FsspecBackend(f"file://{tmp_path}/store").scoped("thread-1")
         c = call("bash")
         state = [user("x"), assistant("", c), tool(c, words(1500))]
@@ -91,7 +98,8 @@ class TestFsspecBackends:
         with pytest.raises(FileBackendError, match="no such file"):
             FsspecBackend("memory://ars-missing").read_text("outputs/none.txt")
 
-    def test_r36_thread_scopes_are_isolated_and_shared_by_subagents(self, tmp_path: Path) -> None:
+    @pytest.mark.spec("R36")
+    def test_thread_scopes_are_isolated_and_shared_by_subagents(self, tmp_path: Path) -> None:
         root = FsspecBackend(f"file://{tmp_path}")
         main, other = root.scoped("thread-A"), root.scoped("thread-B")
         main.write_text("outputs/x.txt", "main")
@@ -100,7 +108,8 @@ class TestFsspecBackends:
         assert not other.exists("outputs/x.txt")
         assert (tmp_path / "threads/thread-A/outputs/x.txt").read_text() == "main"
 
-    def test_r36_scope_names_cannot_escape_or_collide(self, tmp_path: Path) -> None:
+    @pytest.mark.spec("R36")
+    def test_scope_names_cannot_escape_or_collide(self, tmp_path: Path) -> None:
         root = FsspecBackend(f"file://{tmp_path}/r")
         root.scoped("../../evil").write_text("outputs/x.txt", "escaped?")
         root.scoped("evil").write_text("outputs/x.txt", "plain")
@@ -131,7 +140,8 @@ class TestFsspecBackends:
         fs = fsspec.filesystem("s3", **opts)
         assert fs.cat_file(f"{bucket}/ars/threads/t1/{path}") == big.encode()
 
-    def test_r38_memory_backend_content_addressed(self) -> None:
+    @pytest.mark.spec("R38")
+    def test_memory_backend_content_addressed(self) -> None:
         backend = FsspecBackend("memory://ars-r38")
         c1, c2 = call("bash"), call("bash")
         text = words(900)

@@ -1,6 +1,8 @@
-"""L2's pure parts: cutoff selection (R21), archive (R23), summary input bounds, summary message."""
+"""L2's pure parts: cutoff selection, archive, summary input bounds, summary message."""
 
 from __future__ import annotations
+
+import pytest
 
 from ars_core import MARK_SUMMARY, ApproxEstimator, Compressor, Message, message_to_dict
 from ars_core.l2 import build_summary_message, history_file, read_history, select_cutoff
@@ -9,16 +11,20 @@ from ars_core.testing import FakeSummarizer, ScriptedModel
 
 from .helpers import assistant, call, small_config, tool, user, words
 
+pytestmark = pytest.mark.spec("R21", "R23")
+
 EST = ApproxEstimator()
 
 
 class TestSelectCutoff:
-    def test_r21_keeps_the_latest_messages(self) -> None:
+    @pytest.mark.spec("R21")
+    def test_keeps_the_latest_messages(self) -> None:
         msgs = [user(f"u{i}") if i % 2 == 0 else assistant(f"a{i}") for i in range(10)]
         assert select_cutoff(msgs, 4) == 6
         assert select_cutoff(msgs, 4, start=1) == 6
 
-    def test_r21_moves_back_to_the_calling_assistant(self) -> None:
+    @pytest.mark.spec("R21")
+    def test_moves_back_to_the_calling_assistant(self) -> None:
         c1, c2 = call("a"), call("b")
         msgs = [
             user("u"),
@@ -32,12 +38,14 @@ class TestSelectCutoff:
         # keep 2 would start the window at the second tool result: the cut moves to index 3
         assert select_cutoff(msgs, 2) == 3
 
-    def test_r21_moves_forward_when_nothing_would_be_left_to_summarize(self) -> None:
+    @pytest.mark.spec("R21")
+    def test_moves_forward_when_nothing_would_be_left_to_summarize(self) -> None:
         c1 = call("a")
         msgs = [assistant("", c1), tool(c1, "1"), user("u"), assistant("x")]
         assert select_cutoff(msgs, 3) == 2
 
-    def test_r42_no_valid_cutoff(self) -> None:
+    @pytest.mark.spec("R42")
+    def test_no_valid_cutoff_when_too_few_messages(self) -> None:
         assert select_cutoff([user("a"), assistant("b")], 4) is None
         summary = Message(role="user", content="S", metadata={MARK_SUMMARY: True})
         assert select_cutoff([summary, user("a"), assistant("b")], 2, start=1) is None
@@ -46,7 +54,8 @@ class TestSelectCutoff:
 
 
 class TestArchive:
-    def test_r23_archive_is_lossless_and_content_named(self) -> None:
+    @pytest.mark.spec("R23")
+    def test_archive_is_lossless_and_content_named(self) -> None:
         msgs = [user("héllo 世界"), assistant("", call("bash", command="ls"))]
         write = history_file(msgs, start=10, end=12, thread="t")
         header, back = read_history(write.text)
@@ -94,7 +103,8 @@ class TestSummaryInput:
 
 
 class TestSummaryMessage:
-    def test_r24_summary_message_marks_and_path(self) -> None:
+    @pytest.mark.spec("R24")
+    def test_summary_message_marks_and_path(self) -> None:
         m = build_summary_message(
             "text", cutoff=12, file_path="outputs/conversation_history/h.jsonl"
         )
@@ -106,7 +116,8 @@ class TestSummaryMessage:
         }
         assert "text" in m.text and "outputs/conversation_history/h.jsonl" in m.text
 
-    def test_r41_error_text_and_fallback(self) -> None:
+    @pytest.mark.spec("R41")
+    def test_failed_summary_message_holds_error_text_and_fallback(self) -> None:
         m = build_summary_message(
             None, cutoff=3, file_path=None, error="TimeoutError: slow", fallback="## Task\nx"
         )

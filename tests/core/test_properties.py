@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -74,7 +75,8 @@ FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthChe
 
 @FAST
 @given(conversations(), st.integers(1, 8))
-def test_r21_cutoff_never_separates_calls_from_results(history: list[Message], keep: int) -> None:
+@pytest.mark.spec("R21")
+def test_cutoff_never_separates_calls_from_results(history: list[Message], keep: int) -> None:
     cut = select_cutoff(history, keep)
     if cut is not None:
         assert 0 < cut < len(history)

@@ -1,5 +1,5 @@
 """Message conversion LangChain <-> core (lossless), its incremental cache, the
-overflow classifier (R4) and configuration from the runtime context (R35, R50)."""
+overflow classifier and configuration from the runtime context."""
 
 from __future__ import annotations
 
@@ -119,8 +119,9 @@ def test_core_view_of_a_message() -> None:
     assert to_core(SAMPLES[-1]).metadata["ars_offloaded"] == "outputs/x.txt"
 
 
+@pytest.mark.spec("R43")
 def test_changed_tool_calls_drop_the_raw_provider_copy() -> None:
-    """When L1/R43 rewrite tool-call arguments, the provider's raw copy in
+    """When L1 or the overflow tail trim rewrite tool-call arguments, the provider's raw copy in
     additional_kwargs must not resend the original."""
     core = to_core(SAMPLES[2])
     changed = Message(
@@ -222,12 +223,14 @@ def test_middleware_converts_only_new_messages_per_call() -> None:
         (ValueError("unrelated"), False),
     ],
 )
-def test_r4_overflow_classification(exc: BaseException, expected: bool) -> None:
-    """R4: which model errors start the forced path."""
+@pytest.mark.spec("R4")
+def test_overflow_classification(exc: BaseException, expected: bool) -> None:
+    """Which model errors start the forced path."""
     assert is_overflow_error(exc) is expected
 
 
-def test_r4_overflow_found_in_the_cause_chain() -> None:
+@pytest.mark.spec("R4")
+def test_overflow_found_in_the_cause_chain() -> None:
     try:
         try:
             raise ContextOverflowError("too long")
@@ -239,7 +242,7 @@ def test_r4_overflow_found_in_the_cause_chain() -> None:
 
 @dataclasses.dataclass
 class AgentContext:
-    """A Context schema with the five admin-only summary fields (R35)."""
+    """A Context schema with the five admin-only summary fields."""
 
     user_id: str = "u"
     summary_threshold: float | None = None
@@ -249,8 +252,9 @@ class AgentContext:
     summary_l2_trigger_ratio: float | None = None
 
 
-def test_r35_r50_config_comes_from_the_runtime_context() -> None:
-    """R35/R50: the Context's summary_* fields drive the middleware at run time
+@pytest.mark.spec("R35", "R50")
+def test_config_comes_from_the_runtime_context() -> None:
+    """The Context's summary_* fields drive the middleware at run time
     (here: a threshold low enough, and keep=1, to force L2 with cutoff 2); the
     summary prompt comes from the Context as well."""
     from langgraph.checkpoint.memory import InMemorySaver
@@ -283,7 +287,8 @@ def test_r35_r50_config_comes_from_the_runtime_context() -> None:
     assert model.main_calls[-1][1:] == [HumanMessage("q", id="q")]
 
 
-def test_r35_invalid_context_values_are_rejected() -> None:
+@pytest.mark.spec("R35")
+def test_invalid_context_values_are_rejected() -> None:
     with pytest.raises(ConfigError, match="summary_keep_messages"):
         ArsSummarizationMiddleware.from_context(AgentContext(summary_keep_messages=0))
     with pytest.raises(ConfigError, match="summary_prompt"):
@@ -303,10 +308,11 @@ class BadRequestError(Exception):
     status_code = 400
 
 
-def test_r4_r27_provider_400_text_forces_l2_in_a_graph() -> None:
-    """R4: a provider 400 "maximum context length" error below the threshold starts
+@pytest.mark.spec("R4", "R27")
+def test_provider_400_text_forces_l2_in_a_graph() -> None:
+    """A provider 400 "maximum context length" error below the threshold starts
     the forced path (announced when L2 begins); the explicit summary model's usage
-    goes to on_summary_usage and the event, apart from the main model (R27)."""
+    goes to on_summary_usage and the event, apart from the main model."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     from ars_core import Usage

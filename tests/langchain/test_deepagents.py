@@ -1,4 +1,4 @@
-"""ARS inside deepagents' ``create_deep_agent`` (R36, R50; coexistence decision).
+"""ARS inside deepagents' ``create_deep_agent`` (file scopes, assembly; coexistence decision).
 
 Decision: ARS's middleware is named ``"SummarizationMiddleware"``, so passing it
 to ``create_deep_agent(middleware=[...])`` replaces deepagents' built-in
@@ -27,6 +27,8 @@ from ars_core.l1 import sha256_text
 from ars_langchain import ArsSummarizationMiddleware, is_compression_event, sse_frames
 from ars_langchain.testing import FakeToolChatModel, tool_call
 from tests.langchain.helpers import big_output, parse_frames
+
+pytestmark = pytest.mark.spec("R36", "R50")
 
 # deepagents' tool schemas alone are ~2.2K approx tokens: 3K keeps plain calls below the
 # threshold; a 150-line tool result lifts one call above it and L1 brings it back (ratio 1.0)
@@ -58,12 +60,13 @@ def _names(stack: list[Any]) -> list[str]:
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_r36_r50_deep_agent_subagent_writes_into_parent_scope(
+@pytest.mark.spec("R5", "R36", "R50")
+def test_deep_agent_subagent_writes_into_parent_scope(
     stacks: list[list[Any]], thread_id: str, mode: str
 ) -> None:
-    """R50: ARS replaces deepagents' summarization by name, right after the filesystem
+    """ARS replaces deepagents' summarization by name, right after the filesystem
     and task middleware, for the main agent, the general-purpose sub-agent and a
-    declarative sub-agent. R36: the sub-agent (running under the parent's thread)
+    declarative sub-agent. The sub-agent (running under the parent's thread)
     offloads a large tool result into the *parent's* file scope; its compression
     events reach the parent's custom stream with the sub-agent's namespace."""
     model = FakeToolChatModel(
@@ -100,7 +103,7 @@ def test_r36_r50_deep_agent_subagent_writes_into_parent_scope(
             }
         ],
     )
-    # --- the stacks (R50, coexistence)
+    # --- the stacks (assembly order, coexistence)
     assert all(
         not isinstance(m, DeepSummarization) or isinstance(m, ArsSummarizationMiddleware)
         for stack in stacks
@@ -153,7 +156,7 @@ def test_r36_r50_deep_agent_subagent_writes_into_parent_scope(
 
     big_text = big_output.invoke({"n": 150})
     path = f"outputs/large_tool_results/big_output-{sha256_text(big_text)}.txt"
-    # R36: the sub-agent's file is in the parent's thread scope, byte for byte
+    # the sub-agent's file is in the parent's thread scope, byte for byte
     scoped = backend.scoped(thread_id)
     assert scoped.read_text(path) == big_text
     assert backend.fs.find(f"{backend.root}") == [
@@ -168,7 +171,7 @@ def test_r36_r50_deep_agent_subagent_writes_into_parent_scope(
     assert path in sub_view[-1].content
     assert [m.type for m in state["messages"]] == ["human", "ai", "tool", "ai"]
     assert state["messages"][2].content == "build finished"
-    assert "_summarization_event" not in state  # L1 only: nothing persisted (R5)
+    assert "_summarization_event" not in state  # L1 only: nothing persisted
     # the events: one L1 round, from the sub-agent's namespace
     assert [(e.phase, e.level, e.offloaded) for e in events] == [
         ("started", "L1", ()),
@@ -184,8 +187,9 @@ def test_r36_r50_deep_agent_subagent_writes_into_parent_scope(
     assert len(compression) == 2 and all('"namespace":["tools:' in d for d in compression)
 
 
-def test_r36_files_land_where_deepagents_read_file_opens_them(thread_id: str) -> None:
-    """R36: with deepagents' own backend (StateBackend) as ARS's file backend, the
+@pytest.mark.spec("R36")
+def test_files_land_where_deepagents_read_file_opens_them(thread_id: str) -> None:
+    """With deepagents' own backend (StateBackend) as ARS's file backend, the
     offloaded result lands in the agent's `files`, and the agent's `read_file` tool
     opens the path quoted in the offload note."""
     big_text = big_output.invoke({"n": 150})

@@ -1,4 +1,4 @@
-"""Persistence across turns and processes (R24, R25, R44).
+"""Persistence across turns and processes.
 
 * chained summaries over many turns keep a growing, cumulative global cutoff,
   every archive holds exactly the state messages between two cutoffs, and every
@@ -28,6 +28,8 @@ from ars_langchain.testing import FakeToolChatModel
 from tests.langchain.conftest import SAVERS, async_saver, make_saver
 from tests.langchain.helpers import SYSTEM, build_agent, prose
 
+pytestmark = pytest.mark.spec("R24", "R25", "R44")
+
 REPO = Path(__file__).resolve().parents[2]
 CHAIN_CONFIG = SummaryConfig(
     summary_threshold=1, summary_l2_trigger_ratio=0.5, summary_keep_messages=2
@@ -53,9 +55,9 @@ def check_chain(
             events.append(ev)
     assert len(events) >= 3, "expected several chained summaries"
     cutoffs = [e["cutoff"] for e in events]
-    assert cutoffs == sorted(set(cutoffs))  # R25: strictly growing
+    assert cutoffs == sorted(set(cutoffs))  # strictly growing
     assert [e["previous_cutoff"] for e in events] == [0, *cutoffs[:-1]]  # cumulative chain
-    # every archive holds exactly state[previous_cutoff:cutoff], losslessly (R44)
+    # every archive holds exactly state[previous_cutoff:cutoff], losslessly
     for e in events:
         header, archived = read_history(backend.read_text(e["file_path"]))
         assert (header["start"], header["end"]) == (e["previous_cutoff"], e["cutoff"])
@@ -63,7 +65,7 @@ def check_chain(
     # every chained summary was made from the previous summary plus the new messages
     for (msgs, _), e_prev in zip(summarizer.calls[1:], events, strict=False):
         assert msgs[0].text == e_prev["summary_message"]["content"]
-    # the last view is the latest summary + everything after its cutoff (R24)
+    # the last view is the latest summary + everything after its cutoff
     last = events[-1]
     summary = from_core(message_from_dict(last["summary_message"]))
     assert model.main_calls[-1] == [SystemMessage(SYSTEM), summary, *state[last["cutoff"] : -1]]
@@ -84,10 +86,11 @@ def chain_setup(
 
 
 @pytest.mark.parametrize("kind", SAVERS)
-def test_r25_chained_summaries_grow_global_cutoff_sync(
+@pytest.mark.spec("R24", "R25")
+def test_chained_summaries_grow_global_cutoff_sync(
     kind: str, tmp_path: Path, thread_id: str, request: pytest.FixtureRequest
 ) -> None:
-    """R24/R25 over nine turns on a sync graph."""
+    """Chained summaries over nine turns on a sync graph."""
     model, summarizer, mw, backend, turns = chain_setup(f"{kind}-{thread_id}")
     config = {"configurable": {"thread_id": thread_id}}
     with make_saver(kind, tmp_path, request) as saver:
@@ -102,10 +105,11 @@ def test_r25_chained_summaries_grow_global_cutoff_sync(
 
 
 @pytest.mark.parametrize("kind", SAVERS)
-def test_r25_chained_summaries_grow_global_cutoff_async(
+@pytest.mark.spec("R24", "R25", "R26")
+def test_chained_summaries_grow_global_cutoff_async(
     kind: str, tmp_path: Path, thread_id: str, request: pytest.FixtureRequest
 ) -> None:
-    """R24/R25/R26 over nine turns on an async graph (archive and summary concurrently)."""
+    """Chained summaries over nine turns on an async graph (archive and summary concurrently)."""
     model, summarizer, mw, backend, turns = chain_setup(f"a-{kind}-{thread_id}")
     config = {"configurable": {"thread_id": thread_id}}
     url = request.getfixturevalue("pg_setup") if kind == "postgres" else None
@@ -124,10 +128,11 @@ def test_r25_chained_summaries_grow_global_cutoff_async(
     check_chain(model, summarizer, history, final, backend.scoped(thread_id), turns)
 
 
-def test_r44_resume_in_a_new_process_from_postgres(
+@pytest.mark.spec("R24", "R25", "R44")
+def test_resume_in_a_new_process_from_postgres(
     pg_setup: str, tmp_path: Path, thread_id: str
 ) -> None:
-    """R24/R25/R44: turn one runs here and persists an L2 event in PostgreSQL; a
+    """Turn one runs here and persists an L2 event in PostgreSQL; a
     second Python process (new middleware, new model, nothing in memory) reads the
     same thread, rebuilds the view from the persisted event, runs L2 again and the
     new cutoff continues the chain (previous_cutoff == the first cutoff)."""
@@ -173,7 +178,7 @@ def test_r44_resume_in_a_new_process_from_postgres(
     second = values["_summarization_event"]
     assert first["cutoff"] == 5
     assert (second["previous_cutoff"], second["cutoff"]) == (5, 7)
-    # the child's summary input started from the persisted summary (chained, R25)
+    # the child's summary input started from the persisted summary (chained)
     summary_prompt = messages_from_dict(child["summary"][0])[0].text
     assert "[previous summary]\n" + first["summary_message"]["content"] in summary_prompt
     # the child's main call: the new summary + state[7:] (its own turn included)

@@ -1,6 +1,6 @@
-"""The seed's six verification scenarios, end to end (R1-R5, R10-R14, R20-R27,
-R30-R33, R40-R43): ``create_agent`` + the scripted model + real tools, on
-InMemorySaver / SqliteSaver / PostgresSaver, sync and async graphs.
+"""The seed's six verification scenarios, end to end: ``create_agent`` + the
+scripted model + real tools, on InMemorySaver / SqliteSaver / PostgresSaver, sync and
+async graphs.
 
 Every test checks the exact messages the model received, the checkpoint
 (``get_state``) after the run, the files written (read back through the
@@ -66,7 +66,7 @@ def files(backend: FsspecBackend) -> dict[str, str]:
 
 def assert_frames(result: Result, run: int, expected_events: list[dict[str, Any]]) -> None:
     """The custom stream carried exactly these compression events, and the SSE
-    frames carry each of them as ``event: context_compression`` in order (R30, R33)."""
+    frames carry each of them as ``event: context_compression`` in order."""
     out = result.runs[run]
     assert out.compression == expected_events
     frames = out.frames
@@ -95,9 +95,10 @@ def strip_volatile(event: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------- 1. below threshold
 
 
-def test_r1_below_threshold_passes_effective_messages(runner: Runner, thread_id: str) -> None:
-    """R1: below the entry threshold the model gets the state messages as they are;
-    no event, no file, no stream event; R5: state holds only the conversation."""
+@pytest.mark.spec("R1", "R5", "R33")
+def test_below_threshold_passes_effective_messages(runner: Runner, thread_id: str) -> None:
+    """Below the entry threshold the model gets the state messages as they are;
+    no event, no file, no stream event; state holds only the conversation."""
     model = FakeToolChatModel(
         [
             AIMessage(
@@ -121,7 +122,7 @@ def test_r1_below_threshold_passes_effective_messages(runner: Runner, thread_id:
     assert "_summarization_event" not in result.state
     assert not backend.fs.exists(f"{backend.root}/threads")
     assert_frames(result, 0, [])
-    # the answer was streamed as tokens (the stream works; R33 frames carry them)
+    # the answer was streamed as tokens (the stream works; SSE frames carry them)
     assert (
         "".join(t[0].text for t in result.runs[0].tokens if t[1].get("langgraph_node") == "model")
         == "all good"
@@ -131,8 +132,9 @@ def test_r1_below_threshold_passes_effective_messages(runner: Runner, thread_id:
 # --------------------------------------------------------------------- 2. L1 only
 
 
-def test_r2_r11_r12_r14_l1_only_trims_view_and_keeps_state(runner: Runner, thread_id: str) -> None:
-    """R2/R10-R14/R31: at the entry threshold L1 truncates a long write_file argument
+@pytest.mark.spec("R2", "R5", "R10", "R11", "R12", "R13", "R14", "R31")
+def test_l1_only_trims_view_and_keeps_state(runner: Runner, thread_id: str) -> None:
+    """At the entry threshold L1 truncates a long write_file argument
     and offloads a large tool result to a content-hashed file; the L1 view is small
     enough, so the model gets it and state is unchanged (no event). The L1-only
     `completed` event has no cutoff and no file path."""
@@ -164,7 +166,7 @@ def test_r2_r11_r12_r14_l1_only_trims_view_and_keeps_state(runner: Runner, threa
     state = result.state["messages"]
     human, ai, tool_w, tool_b, final = state
     big_text = big_output.invoke({"n": 120})
-    assert tool_b.content == big_text  # R5: state keeps the full result
+    assert tool_b.content == big_text  # state keeps the full result
     assert ai.tool_calls[0]["args"]["content"] == long_content
     assert final.content == "finished"
     assert "_summarization_event" not in result.state
@@ -205,7 +207,7 @@ def test_r2_r11_r12_r14_l1_only_trims_view_and_keeps_state(runner: Runner, threa
     assert model.main_calls[1] == [sys, human, expected_ai, tool_w, expected_tool]
     assert model.main_calls[1][3] is not None and len(model.main_calls) == 2
 
-    # R12/R13: the full text is in the content-hashed file, in the thread's scope
+    # the full text is in the content-hashed file, in the thread's scope
     assert files(backend.scoped(thread_id)) == {path: big_text}
 
     events = result.runs[0].compression
@@ -257,19 +259,36 @@ def summary_header(cutoff: int) -> str:
 
 
 @pytest.mark.parametrize("variant", ["ok", "archive_fails", "summary_fails"])
-def test_r20_r27_r40_r41_l2_summary_event_and_files(
+@pytest.mark.spec(
+    "R5",
+    "R20",
+    "R21",
+    "R22",
+    "R23",
+    "R24",
+    "R25",
+    "R26",
+    "R27",
+    "R30",
+    "R31",
+    "R33",
+    "R40",
+    "R41",
+    "R44",
+)
+def test_l2_summary_event_and_files(
     runner: Runner, thread_id: str, variant: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """L2 end to end.
 
-    ok (R20-R25, R27, R31): the older five messages go to a history file, the
+    ok: the older five messages go to a history file, the
     *main* model summarizes them in a no-stream call, the model gets
     [summary] + the two kept messages, and the event (cutoff 5, summary,
     file path, summary usage) is persisted in the checkpoint while state
-    messages stay as they were (R5). The next turn is rebuilt from the event (R24).
-    archive_fails (R26, R40): the history write fails, a warning is logged, the
+    messages stay as they were. The next turn is rebuilt from the event.
+    archive_fails: the history write fails, a warning is logged, the
     summary still runs and the event's file_path is None.
-    summary_fails (R41): an explicit summary model raises; the summary message
+    summary_fails: an explicit summary model raises; the summary message
     holds the error and a deterministic fallback; nothing is raised; `completed`.
     """
     caplog.set_level(logging.WARNING, logger="ars")
@@ -302,7 +321,7 @@ def test_r20_r27_r40_r41_l2_summary_event_and_files(
     )
 
     state = result.state["messages"]
-    assert state[:7] == seed  # R5: state messages untouched
+    assert state[:7] == seed  # state messages untouched
     assert state[7:] == [answer, HumanMessage("and now?", id="h-next"), later]
 
     event = result.state["_summarization_event"]
@@ -333,9 +352,9 @@ def test_r20_r27_r40_r41_l2_summary_event_and_files(
         header, archived = read_history(stored[path])
         assert header == {"ars_history": 1, "start": 0, "end": 5, "count": 5, "thread": thread_id}
         assert archived == [to_core(m) for m in seed[:5]]
-        assert [from_core(m) for m in archived] == seed[:5]  # lossless through the file (R44)
+        assert [from_core(m) for m in archived] == seed[:5]  # lossless through the file
 
-    # the summary call (R23, R27)
+    # the summary call
     from ars_core import DEFAULT_SUMMARY_PROMPT
     from ars_core.summarize import ExtractiveSummarizer, render_prompt
 
@@ -368,10 +387,10 @@ def test_r20_r27_r40_r41_l2_summary_event_and_files(
     sys = SystemMessage(SYSTEM)
     assert model.main_calls == [
         [sys, summary_lc, seed[5], seed[6]],
-        [sys, summary_lc, seed[5], seed[6], answer, HumanMessage("and now?", id="h-next")],  # R24
+        [sys, summary_lc, seed[5], seed[6], answer, HumanMessage("and now?", id="h-next")],
     ]
 
-    # stream events (R30, R31) and frames (R33); the second turn is below threshold: none
+    # stream events and frames; the second turn is below threshold: none
     events = result.runs[0].compression
     completed = {
         "type": "context_compression",
@@ -403,7 +422,7 @@ def test_r20_r27_r40_r41_l2_summary_event_and_files(
     assert_frames(result, 0, events)
     assert_frames(result, 1, [])
 
-    # R27: no summary token in stream_mode="messages"; the main usage is the main model's own
+    # no summary token in stream_mode="messages"; the main usage is the main model's own
     tokens = [t[0].text for run in result.runs for t in run.tokens]
     assert not any("SUMMARY-TEXT" in t for t in tokens)
     assert "".join(t[0].text for t in result.runs[0].tokens) == "first answer"
@@ -419,12 +438,11 @@ def test_r20_r27_r40_r41_l2_summary_event_and_files(
 # --------------------------------------------------------------------- 6. overflow tail trim
 
 
-def test_r4_r22_r43_overflow_forces_l2_and_persists_tail_trim(
-    runner: Runner, thread_id: str
-) -> None:
-    """R4: the model raises langchain-core's ContextOverflowError below the entry
-    threshold -> forced L1 + L2; `started` is emitted only when L2 begins. R22/R43:
-    the kept tail still exceeds capacity, so the huge kept message is trimmed in the
+@pytest.mark.spec("R4", "R22", "R43")
+def test_overflow_forces_l2_and_persists_tail_trim(runner: Runner, thread_id: str) -> None:
+    """The model raises langchain-core's ContextOverflowError below the entry
+    threshold -> forced L1 + L2; `started` is emitted only when L2 begins.
+    The kept tail still exceeds capacity, so the huge kept message is trimmed in the
     view, its original saved to a file, and the trimmed form is persisted as a
     `messages` update that replaces it *by id* - the next checkpoint matches what
     was sent. The model is then called again and succeeds."""
@@ -464,7 +482,7 @@ def test_r4_r22_r43_overflow_forces_l2_and_persists_tail_trim(
         *seed[:4],
         trimmed,
         AIMessage("final", id="ai-f"),
-    ]  # R43: replaced by id, in place
+    ]  # replaced by id, in place
     summary_lc = from_core(message_from_dict(event["summary_message"]))
     sys = SystemMessage(SYSTEM)
     assert model.main_calls == [[sys, *seed], [sys, summary_lc, seed[3], trimmed]]
@@ -487,10 +505,9 @@ def test_r4_r22_r43_overflow_forces_l2_and_persists_tail_trim(
     assert_frames(result, 0, events)
 
 
-def test_r42_no_valid_cutoff_overflow_propagates_with_failed(
-    runner: Runner, thread_id: str
-) -> None:
-    """R42/R32: above the threshold with nothing L2 can cut (one huge message), the
+@pytest.mark.spec("R32", "R42")
+def test_no_valid_cutoff_overflow_propagates_with_failed(runner: Runner, thread_id: str) -> None:
+    """Above the threshold with nothing L2 can cut (one huge message), the
     L1 view is sent; it still overflows, so the error propagates from the graph,
     `failed` follows `started`, and no event is persisted."""
     seed = [HumanMessage(prose("paste", 1500), id="m-0")]

@@ -1,4 +1,4 @@
-"""The example chat service (examples/sse_chat_service.py) over ASGI, no sockets (R33, R44):
+"""The example chat service (examples/sse_chat_service.py) over ASGI, no sockets:
 a run streamed as SSE carries the model's tokens and ``event: context_compression``
 frames; the checkpoint endpoints serve the persisted event they announce, the
 thread's messages and the files ARS wrote; every thread has its own scripted
@@ -52,9 +52,9 @@ def answer(question: str) -> str:
     return f"The logs for {question!r} show 300 requests, all served in under 90 ms."
 
 
-@pytest.mark.spec("R30", "R31", "R33", "R44")
+@pytest.mark.spec("R27", "R30", "R31", "R33", "R44")
 @pytest.mark.anyio
-async def test_r33_r44_sse_chat_service_streams_compression_frames() -> None:
+async def test_sse_chat_service_streams_compression_frames() -> None:
     """A run streamed as SSE: the answer's tokens, the tool result, the compression
     rounds (L1, then L1 -> L2 on the second message, `completed` after the answer),
     and the checkpoint endpoint serving the event they announce with the thread's
@@ -93,7 +93,7 @@ async def test_r33_r44_sse_chat_service_streams_compression_frames() -> None:
             "name": "search_logs",
             "tool_call_id": "call-1",
         }
-        # `completed` is sent after the model call succeeded (R31): after the answer's tokens
+        # `completed` is sent after the model call succeeded: after the answer's tokens
         last_token = max(i for i, n in enumerate(names) if n == "token")
         assert (
             names.index("context_compression", names.index("context_compression") + 1) > last_token
@@ -105,7 +105,7 @@ async def test_r33_r44_sse_chat_service_streams_compression_frames() -> None:
 
         _, frames2 = await post_chat(client, "th", "and the payment API?")
         tokens2 = "".join(json.loads(d)["content"] for ev, d in frames2 if ev == "token")
-        assert tokens2 == answer("and the payment API?")  # the summary call is not streamed (R27)
+        assert tokens2 == answer("and the payment API?")  # the summary call is not streamed
         compression2 = [json.loads(d) for ev, d in frames2 if ev == "context_compression"]
         assert [(c["phase"], c["level"]) for c in compression2] == [
             ("started", "L1"),
@@ -229,7 +229,8 @@ async def test_bad_requests_get_a_json_error_and_no_traceback() -> None:
 
 
 @pytest.mark.anyio
-async def test_r32_r33_sse_error_frame_when_the_run_fails() -> None:
+@pytest.mark.spec("R32", "R33")
+async def test_sse_error_frame_when_the_run_fails() -> None:
     """A model error that escapes ends the stream with `event: error`."""
     example = load_example()
     model = FakeToolChatModel([RuntimeError("provider down")])

@@ -52,17 +52,16 @@ def text_of(message: ChatMessage) -> str:
     return message.content or ""
 
 
-# ---------------------------------------------------------------- R1
-
-
-async def test_r1_below_threshold_llm_gets_the_stored_messages_unchanged(
+# ----------------------------------------------------------------
+@pytest.mark.spec("R1")
+async def test_below_threshold_llm_gets_the_stored_messages_unchanged(
     chat_store: Any,
     workspace: Workspace,
     file_backend: FsspecBackend,
     files_root: Path,
     recorder: EventRecorder,
 ) -> None:
-    """R1: below the entry threshold the LLM gets the effective messages; no
+    """Below the entry threshold the LLM gets the effective messages; no
     L1, no event, no file, no stream event."""
     payloads: list[dict[str, Any]] = []
     llm = ScriptedLLM([tool_call("bash", cmd="ls"), "two files"])
@@ -100,20 +99,19 @@ async def test_r1_below_threshold_llm_gets_the_stored_messages_unchanged(
     assert recorder.events == [] and payloads == []
 
 
-# ---------------------------------------------------------------- R2, R11-R14
-
-
-async def test_r2_r11_r12_r14_l1_only_offloads_and_truncates_in_the_view_only(
+# ----------------------------------------------------------------
+@pytest.mark.spec("R2", "R5", "R11", "R12", "R14", "R31", "R36")
+async def test_l1_only_offloads_and_truncates_in_the_view_only(
     chat_store: Any,
     workspace: Workspace,
     file_backend: FsspecBackend,
     files_root: Path,
     recorder: EventRecorder,
 ) -> None:
-    """R2 + R11 + R12 + R14: at/above the threshold L1 runs on a copy; a large
+    """At/above the threshold L1 runs on a copy; a large
     tool result goes to a content-addressed file, a >2,000-character
     ``write_file`` argument is truncated; the L1 view fits, so no L2 and no
-    event in the store; ``completed`` carries no cutoff and no path (R31)."""
+    event in the store; ``completed`` carries no cutoff and no path."""
     big = log_text(220)
     content = "y" * 2500
     workspace.outputs["cat big.log"] = big
@@ -169,11 +167,11 @@ async def test_r2_r11_r12_r14_l1_only_offloads_and_truncates_in_the_view_only(
     assert dumps([sent.messages[1], sent.messages[3], sent.messages[4]]) == dumps(
         [history[0], history[2], history[3]]
     )
-    # the file: exact bytes, under the conversation's scope (R36)
+    # the file: exact bytes, under the conversation's scope
     host = files_root / "threads" / KEY / path
     assert host.read_bytes() == big.encode("utf-8")
     assert memory.files.read_text(path) == big
-    # the store: everything unchanged (R5), no event
+    # the store: everything unchanged, no event
     assert text_of(history[4]) == big
     assert history[1].blocks[0].tool_kwargs == {"path": "notes.md", "content": content}
     assert text_of(history[5]) == "the log looks healthy"
@@ -191,13 +189,14 @@ async def test_r2_r11_r12_r14_l1_only_offloads_and_truncates_in_the_view_only(
     assert {e.chat_store_key for e in recorder.events} == {KEY}
 
 
-async def test_r13_same_content_same_file_next_turn(
+@pytest.mark.spec("R13")
+async def test_same_content_same_file_next_turn(
     workspace: Workspace,
     file_backend: FsspecBackend,
     files_root: Path,
     recorder: EventRecorder,
 ) -> None:
-    """R13: the next turn offloads the same result to the same path again
+    """The next turn offloads the same result to the same path again
     (content hash); one file, same bytes; the store still holds the original."""
     big = log_text(220)
     workspace.outputs["cat big.log"] = big
@@ -224,22 +223,21 @@ async def test_r13_same_content_same_file_next_turn(
     }
 
 
-# ---------------------------------------------------------------- R20-R25
-
-
+# ----------------------------------------------------------------
 async def run_turns(agent: ArsFunctionAgent, memory: ArsMemory, texts: list[str]) -> None:
     for text in texts:
         await agent.run(text, memory=memory)
 
 
-async def test_r20_r21_r23_r24_r25_l2_summary_event_and_chained_cutoffs(
+@pytest.mark.spec("R20", "R21", "R22", "R23", "R24", "R25")
+async def test_l2_summary_event_and_chained_cutoffs(
     chat_store: Any,
     workspace: Workspace,
     file_backend: FsspecBackend,
     files_root: Path,
     recorder: EventRecorder,
 ) -> None:
-    """R20-R25: above the L2 threshold older history is archived (lossless
+    """Above the L2 threshold older history is archived (lossless
     JSONL) and summarized by the summary LLM; the event (cutoff, summary, path)
     is appended to the store under ``<key>::ars_event``; the next request is
     [system, summary, *messages after the cutoff]; a second L2 converts its
@@ -284,7 +282,7 @@ async def test_r20_r21_r23_r24_r25_l2_summary_event_and_chained_cutoffs(
     assert summary.startswith(f"Summary of the earlier conversation (messages 1-{cut};")
     assert "SUMMARY-ONE" in summary and summary.endswith(f"saved at {path}.")
     assert dumps(sent.messages[2:]) == dumps(history[cut : cut + len(sent.messages) - 2])
-    assert len(sent.messages) - 2 >= 4  # R21: the latest summary_keep_messages stay
+    assert len(sent.messages) - 2 >= 4  # the latest summary_keep_messages stay
     # the summary model's request: the summarized turns, none of the kept ones
     (sreq,) = summary_llm.requests
     assert sreq.tags["ars"] == "summary" and sreq.tags["nostream"] is True and sreq.tools == []
@@ -307,7 +305,7 @@ async def test_r20_r21_r23_r24_r25_l2_summary_event_and_chained_cutoffs(
     event = await memory.aget_event()
     assert event is not None and event.cutoff == cut and "SUMMARY-ONE" in event.summary_message.text
 
-    # keep talking until the second L2 (R25)
+    # keep talking until the second L2
     while len(l2_rounds()) < 2:
         await agent.run(turns[i], memory=memory)
         i += 1
@@ -336,17 +334,16 @@ async def test_r20_r21_r23_r24_r25_l2_summary_event_and_chained_cutoffs(
     assert dumps(await memory.aget_all()) == dumps(history)
 
 
-# ---------------------------------------------------------------- R26, R40
-
-
-async def test_r26_r40_history_write_failure_still_summarizes_without_path(
+# ----------------------------------------------------------------
+@pytest.mark.spec("R26", "R40")
+async def test_history_write_failure_still_summarizes_without_path(
     chat_store: Any,
     workspace: Workspace,
     file_backend: FsspecBackend,
     recorder: EventRecorder,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """R26 + R40: the archive write fails: a warning is logged, the summary
+    """The archive write fails: a warning is logged, the summary
     still runs, the event's ``file_path`` is None and the summary names no file."""
     backend = FailingBackend(fail_prefixes=("outputs/conversation_history",), inner=file_backend)
     summary_llm = ScriptedLLM(["SUMMARY-NO-FILE"])
@@ -380,17 +377,16 @@ async def test_r26_r40_history_write_failure_still_summarizes_without_path(
     assert len(await stored(chat_store, KEY)) == 2 * i
 
 
-# ---------------------------------------------------------------- R41
-
-
-async def test_r41_summary_model_exception_is_recorded_not_raised(
+# ----------------------------------------------------------------
+@pytest.mark.spec("R41")
+async def test_summary_model_exception_is_recorded_not_raised(
     chat_store: Any,
     workspace: Workspace,
     file_backend: FsspecBackend,
     files_root: Path,
     recorder: EventRecorder,
 ) -> None:
-    """R41: the summary LLM raises: the summary message holds the error text,
+    """The summary LLM raises: the summary message holds the error text,
     nothing escapes the memory, the agent's call succeeds, ``completed``."""
     summary_llm = ScriptedLLM([RuntimeError("summary model down")])
     llm = ScriptedLLM(["ack"])
@@ -420,15 +416,14 @@ async def test_r41_summary_model_exception_is_recorded_not_raised(
     assert text_of(history[-1]) == "ack" and len(history) == 2 * i
 
 
-# ---------------------------------------------------------------- R27
-
-
-async def test_r27_agent_llm_is_the_default_summary_model_and_its_calls_are_tagged(
+# ----------------------------------------------------------------
+@pytest.mark.spec("R27")
+async def test_agent_llm_is_the_default_summary_model_and_its_calls_are_tagged(
     workspace: Workspace,
     file_backend: FsspecBackend,
     recorder: EventRecorder,
 ) -> None:
-    """R27: without a summary model, ArsFunctionAgent binds its own LLM; the
+    """Without a summary model, ArsFunctionAgent binds its own LLM; the
     summary call is tagged (``ars=summary``, ``nostream``) and its usage goes
     into the event, apart from the agent's calls."""
     llm = ScriptedLLM(["ack"], summary_reply="SUMMARY-BY-AGENT-LLM")
@@ -449,16 +444,15 @@ async def test_r27_agent_llm_is_the_default_summary_model_and_its_calls_are_tagg
     assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
 
 
-# ---------------------------------------------------------------- R4, R22, R43
-
-
-async def test_r4_overflow_forces_compaction_and_retries(
+# ----------------------------------------------------------------
+@pytest.mark.spec("R4")
+async def test_overflow_forces_compaction_and_retries(
     chat_store: Any,
     workspace: Workspace,
     file_backend: FsspecBackend,
     recorder: EventRecorder,
 ) -> None:
-    """R4: the LLM raises a context-length error below ARS's threshold; the
+    """The LLM raises a context-length error below ARS's threshold; the
     agent asks the memory for a forced compaction and retries once. Events
     (forced; ``started`` only when L2 begins) arrive after the retry succeeded."""
     llm = ScriptedLLM([f"ack {i}" for i in range(20)], max_context_tokens=900)
@@ -504,12 +498,13 @@ async def test_r4_overflow_forces_compaction_and_retries(
     assert len(recorder.events) == 2
 
 
-async def test_r4_r32_retry_that_still_overflows_emits_failed_and_raises(
+@pytest.mark.spec("R4", "R32", "R41")
+async def test_retry_that_still_overflows_emits_failed_and_raises(
     workspace: Workspace,
     file_backend: FsspecBackend,
     recorder: EventRecorder,
 ) -> None:
-    """R4 + R32: when the LLM still overflows after forced compaction, the
+    """When the LLM still overflows after forced compaction, the
     round ends with ``failed`` and the context-length error reaches the caller."""
     llm = ScriptedLLM(["ack"], max_context_tokens=5000)
     memory = ArsMemory.from_defaults(
@@ -528,21 +523,22 @@ async def test_r4_r32_retry_that_still_overflows_emits_failed_and_raises(
     assert [r.overflowed for r in llm.agent_requests[-2:]] == [True, True]
     assert (
         len(llm.summary_requests) == 1
-    )  # the agent's own LLM summarized (and overflowed too: R41)
+    )  # the agent's own LLM summarized (and overflowed too: a summary failure)
     assert recorder.phases == [("started", "L2"), ("failed", "L2")]
     failed = recorder.payloads[1]
     assert failed["forced"] is True and "maximum context length" in failed["error"]
     assert failed["round_id"] == recorder.payloads[0]["round_id"]
 
 
-async def test_r22_r43_overflow_trims_the_kept_tail_in_the_view_not_in_the_store(
+@pytest.mark.spec("R22", "R43")
+async def test_overflow_trims_the_kept_tail_in_the_view_not_in_the_store(
     chat_store: Any,
     workspace: Workspace,
     file_backend: FsspecBackend,
     files_root: Path,
     recorder: EventRecorder,
 ) -> None:
-    """R22 + R43: under overflow the kept window is still too big: the tail
+    """Under overflow the kept window is still too big: the tail
     sent is trimmed (original saved to a file), the trim is persisted with the
     event so the next request matches what was sent, and the stored transcript
     is untouched."""
@@ -582,12 +578,13 @@ async def test_r22_r43_overflow_trims_the_kept_tail_in_the_view_not_in_the_store
 # ---------------------------------------------------------------- stock agents
 
 
-async def test_r12_plain_function_agent_with_ars_memory(
+@pytest.mark.spec("R12")
+async def test_plain_function_agent_with_ars_memory(
     workspace: Workspace, file_backend: FsspecBackend, recorder: EventRecorder
 ) -> None:
     """A stock ``FunctionAgent`` works with ArsMemory unchanged: its tool round
     reaches the memory at the end of the run, and from the next run on the
-    large result is offloaded in what the LLM receives (R12)."""
+    large result is offloaded in what the LLM receives."""
     from llama_index.core.agent.workflow import FunctionAgent
 
     big = log_text(220)
@@ -619,10 +616,11 @@ async def test_r12_plain_function_agent_with_ars_memory(
     assert text_of(memory.get_all()[2]) == big
 
 
-async def test_r4_agent_workflow_with_ars_function_agent(
+@pytest.mark.spec("R4")
+async def test_agent_workflow_with_ars_function_agent(
     workspace: Workspace, file_backend: FsspecBackend, recorder: EventRecorder
 ) -> None:
-    """R4 inside an ``AgentWorkflow``: the overflow is caught, L2 forced, the
+    """Forced compression inside an ``AgentWorkflow``: the overflow is caught, L2 forced, the
     call retried, and the workflow answers."""
     from llama_index.core.agent.workflow import AgentWorkflow
 

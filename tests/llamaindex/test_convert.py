@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import attrs
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from llama_index.core.base.llms.types import (
@@ -153,8 +154,9 @@ def test_roles_tool_calls_and_tool_names() -> None:
     assert dumps(from_core_messages(core)) == dumps(chats)
 
 
-def test_r11_truncated_arguments_go_back_where_they_came_from() -> None:
-    """R11 on LlamaIndex messages: a truncated write_file argument lands in the
+@pytest.mark.spec("R11")
+def test_truncated_arguments_go_back_where_they_came_from() -> None:
+    """Argument truncation on LlamaIndex messages: a truncated write_file argument lands in the
     ToolCallBlock or in the OpenAI ``arguments`` string it came from; others stay."""
     big = "z" * 2500
     chats = [
@@ -207,8 +209,9 @@ def test_r11_truncated_arguments_go_back_where_they_came_from() -> None:
     assert dumps(out[1:2]) == dumps(chats[1:2])
 
 
-def test_r12_offloaded_tool_result_keeps_pairing_and_non_text_blocks() -> None:
-    """R12: an offloaded multimodal tool result keeps its tool_call_id and its
+@pytest.mark.spec("R12")
+def test_offloaded_tool_result_keeps_pairing_and_non_text_blocks() -> None:
+    """An offloaded multimodal tool result keeps its tool_call_id and its
     image; the text becomes ARS's body; nothing ARS-internal leaks into
     ``additional_kwargs``."""
     image = ImageBlock(image=b"\x89PNG", image_mimetype="image/png")
@@ -243,8 +246,9 @@ def test_summary_message_becomes_a_plain_user_message() -> None:
     )
 
 
-def test_r3_tool_schemas_are_what_the_model_sees() -> None:
-    """R3: LlamaIndex tools are counted as their OpenAI function schemas."""
+@pytest.mark.spec("R3")
+def test_tool_schemas_are_what_the_model_sees() -> None:
+    """LlamaIndex tools are counted as their OpenAI function schemas."""
     tools = Workspace().tools()
     schemas = tool_schemas(tools)
     assert schemas is not None

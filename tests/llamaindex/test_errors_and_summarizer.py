@@ -1,4 +1,4 @@
-"""Context-length error mapping (R4) and the LLM summarizer (R23, R27)."""
+"""Context-length error mapping and the LLM summarizer."""
 
 from __future__ import annotations
 
@@ -59,11 +59,13 @@ class RetryError(Exception):  # shaped like tenacity.RetryError
         ProviderError("request too large", status_code=413),
     ],
 )
-def test_r4_context_length_errors_are_recognised(exc: BaseException) -> None:
+@pytest.mark.spec("R4")
+def test_context_length_errors_are_recognised(exc: BaseException) -> None:
     assert is_context_length_error(exc)
 
 
-def test_r4_wrapped_errors_are_recognised() -> None:
+@pytest.mark.spec("R4")
+def test_wrapped_errors_are_recognised() -> None:
     inner = ContextLengthExceededError(5000, 4096)
     try:
         try:
@@ -84,11 +86,13 @@ def test_r4_wrapped_errors_are_recognised() -> None:
         ProviderError("invalid api key", status_code=401),
     ],
 )
-def test_r4_other_errors_are_not_overflow(exc: BaseException) -> None:
+@pytest.mark.spec("R4")
+def test_other_errors_are_not_overflow(exc: BaseException) -> None:
     assert not is_context_length_error(exc)
 
 
-def test_r4_an_error_raised_while_handling_an_overflow_is_not_one() -> None:
+@pytest.mark.spec("R4")
+def test_an_error_raised_while_handling_an_overflow_is_not_one() -> None:
     try:
         try:
             raise ContextLengthExceededError(5000, 4096)
@@ -117,9 +121,10 @@ def test_response_usage_from_provider_shapes() -> None:
     assert response_usage(ChatResponse(message=msg, raw={"content": "x"})) is None
 
 
-def test_r23_r27_llm_summarizer_sync_and_async() -> None:
-    """R23: the cleaned history goes into ``summary_prompt`` at ``{messages}``;
-    R27: the call is tagged and its usage returned apart (estimated when the
+@pytest.mark.spec("R23", "R27")
+def test_llm_summarizer_sync_and_async() -> None:
+    """The cleaned history goes into ``summary_prompt`` at ``{messages}``;
+    The call is tagged and its usage returned apart (estimated when the
     provider reports none)."""
     import asyncio
 

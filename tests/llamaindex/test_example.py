@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
 
@@ -39,7 +40,8 @@ def run(db: Path, files: Path) -> str:
     return proc.stdout
 
 
-def test_r24_r44_example_compresses_and_a_second_process_continues(tmp_path: Path) -> None:
+@pytest.mark.spec("R24", "R25", "R44")
+def test_example_compresses_and_a_second_process_continues(tmp_path: Path) -> None:
     db, files = tmp_path / "chat.db", tmp_path / "files"
     first = run(db, files)
     assert "[completed] L1" in first and "[completed] L2" in first
@@ -47,7 +49,7 @@ def test_r24_r44_example_compresses_and_a_second_process_continues(tmp_path: Pat
     second = run(db, files)
     assert "stored messages: 24 (none deleted)" in second
     cuts = [int(c) for c in re.findall(r"cutoff=(\d+)", first + second)]
-    assert cuts == sorted(cuts) and len(set(cuts)) == len(cuts)  # cumulative across processes (R25)
+    assert cuts == sorted(cuts) and len(set(cuts)) == len(cuts)  # cumulative across processes
     history: list[ChatMessage] = asyncio.run(
         SQLAlchemyChatStore(
             table_name="chats", async_database_uri=f"sqlite+aiosqlite:///{db}"

@@ -43,8 +43,9 @@ def conversation(turns: int, words: int = 130) -> list[ChatMessage]:
 # ---------------------------------------------------------------- storage contract
 
 
+@pytest.mark.spec("R5")
 def test_is_a_base_memory_and_stores_messages_unchanged() -> None:
-    """R5: put/set store every message as given; get_all returns them untouched;
+    """Put/set store every message as given; get_all returns them untouched;
     callers cannot mutate the stored copies through what they get back."""
     memory = ArsMemory.from_defaults(chat_store_key=KEY)
     assert isinstance(memory, BaseMemory)
@@ -130,13 +131,14 @@ def test_event_ignored_when_the_store_was_changed_behind_its_back(
     assert dumps(view) == dumps(conversation(8, words=20))
 
 
-# ---------------------------------------------------------------- budget (R3, R35)
+# ---------------------------------------------------------------- budget
 
 
-def test_r3_system_prompt_and_tool_schemas_count_toward_the_threshold(
+@pytest.mark.spec("R3")
+def test_system_prompt_and_tool_schemas_count_toward_the_threshold(
     recorder: EventRecorder,
 ) -> None:
-    """R3: the same messages are below the threshold alone and at/above it
+    """The same messages are below the threshold alone and at/above it
     once the system prompt and tool schemas are counted."""
     memory = ArsMemory.from_defaults(
         chat_store_key=KEY, summary_threshold=1, summarizer=FakeSummarizer()
@@ -166,8 +168,9 @@ def test_r3_system_prompt_and_tool_schemas_count_toward_the_threshold(
     assert recorder.phases[0] == ("started", "L1")
 
 
-def test_r35_config_from_defaults_context_and_overrides() -> None:
-    """R35 + R50: the five fields come from a SummaryConfig, a mapping or an agent
+@pytest.mark.spec("R35", "R50")
+def test_config_from_defaults_context_and_overrides() -> None:
+    """The five fields come from a SummaryConfig, a mapping or an agent
     Context object; keyword fields override; invalid values are rejected."""
     assert ArsMemory.from_defaults().config == SummaryConfig()
     ctx = SimpleNamespace(
@@ -198,12 +201,13 @@ def test_r35_config_from_defaults_context_and_overrides() -> None:
         ArsMemory.from_defaults(summary_treshold=1)
 
 
-# ---------------------------------------------------------------- files (R36, R37)
+# ---------------------------------------------------------------- files
 
 
-def test_r36_r37_files_are_scoped_per_chat_store_key(files_root: Path) -> None:
-    """R36: each conversation key has its own file scope under one root; a new
-    memory with the same key sees the same files. R37: a hostile key cannot
+@pytest.mark.spec("R36", "R37")
+def test_files_are_scoped_per_chat_store_key(files_root: Path) -> None:
+    """Each conversation key has its own file scope under one root; a new
+    memory with the same key sees the same files. A hostile key cannot
     leave the root; the model only ever sees virtual paths."""
     big = log_text(250)
     root = f"file://{files_root}"
@@ -239,14 +243,15 @@ def test_r36_r37_files_are_scoped_per_chat_store_key(files_root: Path) -> None:
     assert scope_name("../../etc").startswith("etc-")  # sanitised, and never the same scope as "etc"
 
 
-# ---------------------------------------------------------------- sync path (R26)
+# ---------------------------------------------------------------- sync path
 
 
-def test_r26_r40_sync_path_writes_history_first_then_summarizes(
+@pytest.mark.spec("R26", "R40")
+def test_sync_path_writes_history_first_then_summarizes(
     file_backend: FsspecBackend,
     recorder: EventRecorder,
 ) -> None:
-    """R26 sync: the archive write happens before the summary call (and its
+    """Sync path: the archive write happens before the summary call (and its
     failure does not stop it); on SQLAlchemyChatStore through the sync API."""
     backend = FailingBackend(fail_prefixes=("outputs/conversation_history",), inner=file_backend)
     order: list[str] = []
@@ -278,13 +283,14 @@ def test_r26_r40_sync_path_writes_history_first_then_summarizes(
     assert recorder.phases == [("started", "L1"), ("completed", "L2")]
 
 
-# ---------------------------------------------------------------- forced-path helpers (R4)
+# ---------------------------------------------------------------- forced-path helpers
 
 
-def test_r4_call_with_compaction_sync_helper(
+@pytest.mark.spec("R4")
+def test_call_with_compaction_sync_helper(
     file_backend: FsspecBackend, recorder: EventRecorder
 ) -> None:
-    """R4 for chat engines / custom loops: the helper catches the LLM's
+    """Forced compression for chat engines / custom loops: the helper catches the LLM's
     context-length error, forces L2 and retries once; events after success."""
     llm = ScriptedLLM(["fine"], max_context_tokens=600)
     memory = ArsMemory.from_defaults(
@@ -312,7 +318,8 @@ def test_r4_call_with_compaction_sync_helper(
     assert all(p["forced"] for p in recorder.payloads)
 
 
-def test_r4_chat_with_compaction_passes_tools_and_other_errors_propagate(
+@pytest.mark.spec("R4")
+def test_chat_with_compaction_passes_tools_and_other_errors_propagate(
     file_backend: FsspecBackend,
 ) -> None:
     llm = ScriptedLLM([tool_call("bash", cmd="ls")])
@@ -329,7 +336,8 @@ def test_r4_chat_with_compaction_passes_tools_and_other_errors_propagate(
 
 
 @pytest.mark.anyio
-async def test_r4_acall_with_compaction_failed_when_retry_overflows(
+@pytest.mark.spec("R4")
+async def test_acall_with_compaction_failed_when_retry_overflows(
     file_backend: FsspecBackend,
     recorder: EventRecorder,
 ) -> None:
@@ -352,11 +360,12 @@ async def test_r4_acall_with_compaction_failed_when_retry_overflows(
 
 
 @pytest.mark.anyio
-async def test_r11_r12_openai_style_tool_calls_through_a_real_agent(
+@pytest.mark.spec("R11", "R12")
+async def test_openai_style_tool_calls_through_a_real_agent(
     file_backend: FsspecBackend,
     recorder: EventRecorder,
 ) -> None:
-    """R11/R12 with tool calls in ``additional_kwargs["tool_calls"]`` (OpenAI
+    """L1 with tool calls in ``additional_kwargs["tool_calls"]`` (OpenAI
     style, as the OpenAI integration stores them): the view truncates the
     argument inside the ``arguments`` JSON string; the store keeps it whole."""
     ws = Workspace()
@@ -394,15 +403,16 @@ async def test_r11_r12_openai_style_tool_calls_through_a_real_agent(
     assert recorder.phases[:2] == [("started", "L1"), ("completed", "L1")]
 
 
-# ---------------------------------------------------------------- events (R30-R33)
+# ---------------------------------------------------------------- events
 
 
-def test_r30_r33_instrumentation_and_callback_payloads_match_the_core(
+@pytest.mark.spec("R30", "R33")
+def test_instrumentation_and_callback_payloads_match_the_core(
     file_backend: FsspecBackend,
     recorder: EventRecorder,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """R30/R33: one round = started then completed, as LlamaIndex
+    """One round = started then completed, as LlamaIndex
     instrumentation events whose payload is the core event's ``to_dict()``
     (what an SSE ``context_compression`` frame carries); a failing callback
     never breaks the call."""

@@ -1,4 +1,4 @@
-"""R24/R44: the summary event lives in the chat store, so a new process with
+"""The summary event lives in the chat store, so a new process with
 the same store continues from it — SQLAlchemyChatStore on SQLite and on a real
 PostgreSQL server."""
 
@@ -12,12 +12,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
 
 from ars_core import read_history
 from ars_llamaindex import ArsMemory, from_core_messages
 from tests.llamaindex.helpers import dumps
+
+pytestmark = pytest.mark.spec("R24", "R44")
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "proc-thread"
@@ -80,17 +83,17 @@ def check_continuation(uri: str, table: str, files_root: Path) -> None:
     assert dumps(memory.get_all()) == dumps(history)
 
 
-def test_r24_r44_new_process_continues_from_the_event_sqlite(tmp_path: Path) -> None:
-    """R24 + R44 on SQLite (``sqlite+aiosqlite`` file database)."""
+@pytest.mark.spec("R24", "R44")
+def test_new_process_continues_from_the_event_sqlite(tmp_path: Path) -> None:
+    """Continuing from the persisted event on SQLite (``sqlite+aiosqlite`` file database)."""
     files_root = tmp_path / "files"
     files_root.mkdir()
     check_continuation(f"sqlite+aiosqlite:///{tmp_path / 'chat.db'}", "ars_persist", files_root)
 
 
-def test_r24_r44_new_process_continues_from_the_event_postgres(
-    postgres_url: str, tmp_path: Path
-) -> None:
-    """R24 + R44 on the PostgreSQL server the other integration tests use (asyncpg)."""
+@pytest.mark.spec("R24", "R44")
+def test_new_process_continues_from_the_event_postgres(postgres_url: str, tmp_path: Path) -> None:
+    """Continuing from the persisted event on the PostgreSQL server the other integration tests use (asyncpg)."""
     files_root = tmp_path / "files"
     files_root.mkdir()
     uri = postgres_url.replace("postgresql://", "postgresql+asyncpg://", 1)
