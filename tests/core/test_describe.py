@@ -1,4 +1,4 @@
-"""`describe_event` says in words what a compression round did (R30-R32): the
+"""`describe_event` says in words what a compression round did: the
 phase and level, tokens before -> after against T, and the files written."""
 
 from __future__ import annotations

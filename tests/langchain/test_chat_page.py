@@ -2,7 +2,7 @@
 Selenium through chromedriver), against the service served by uvicorn on
 127.0.0.1: messages go in through the chat box until ARS compresses the
 context, and the page shows the ``context_compression`` events with their
-numbers, links that open the files, and the token gauge (R30, R31, R33).
+numbers, links that open the files, and the token gauge.
 
 Skipped locally when chromium, chromedriver or Selenium is missing; under
 ``CI=true`` that is a failure. The screenshot is saved in the test's tmp
