@@ -8,13 +8,27 @@ no writes into read-only areas (the public ``skills`` area by default).
 
 File names are content hashes (R38). Nothing is redacted or encrypted: the
 files have the same sensitivity as the conversation itself.
+
+Every file is written whole or not at all (R52): on a local disk (and any
+filesystem that can rename) the bytes go to a temporary name in the same folder
+and are renamed into place; on object stores one PUT is already atomic. A file
+that already holds exactly the bytes to write is left alone, so a new process
+does not rewrite what an earlier one wrote; a torn file left by an older version
+(wrong size, or wrong content where comparing is cheap) is rewritten.
+
+Text is stored as UTF-8 with the ``surrogatepass`` error handler (R53): any
+Python ``str``, lone surrogates included, is written and read back exactly;
+text without surrogates is plain UTF-8.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 import posixpath
 import re
+import uuid
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -25,15 +39,47 @@ __all__ = [
     "FileBackend",
     "FsspecBackend",
     "check_path",
+    "decode_text",
+    "encode_text",
     "sanitize_name",
     "scope_name",
+    "text_sha256",
 ]
+
+log = logging.getLogger("ars")
+
+#: how text becomes bytes in every ARS file and hash (see the module doc)
+TEXT_ENCODING = "utf-8"
+TEXT_ERRORS = "surrogatepass"
+#: files up to this size are compared byte for byte before a write is skipped
+VERIFY_LIMIT = 16 * 1024 * 1024
+#: writes go out in pieces of this size
+CHUNK = 1024 * 1024
+#: fsspec protocols of object stores, where one PUT is atomic
+OBJECT_STORES = frozenset(
+    {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oci", "oss", "r2", "b2"}
+)
 
 #: virtual areas no ARS write may touch (the public Skills area)
 DEFAULT_READ_ONLY: tuple[str, ...] = ("skills",)
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def encode_text(text: str) -> bytes:
+    """The bytes ARS stores for ``text``: UTF-8, lone surrogates passed through (R53)."""
+    return text.encode(TEXT_ENCODING, TEXT_ERRORS)
+
+
+def decode_text(data: bytes) -> str:
+    """The exact inverse of :func:`encode_text`."""
+    return data.decode(TEXT_ENCODING, TEXT_ERRORS)
+
+
+def text_sha256(text: str) -> str:
+    """The hex SHA-256 of ``text`` as ARS stores it (any ``str`` can be hashed)."""
+    return hashlib.sha256(encode_text(text)).hexdigest()
 
 
 @runtime_checkable
@@ -45,7 +91,11 @@ class FileBackend(Protocol):
     """
 
     def write_text(self, path: str, text: str) -> str:
-        """Write ``text`` at the virtual ``path``; return the virtual path written."""
+        """Write ``text`` at the virtual ``path``; return the virtual path written.
+
+        A reader must see no file, the old one or the whole new one, never a
+        part; writing what is already there may do nothing.
+        """
         ...
 
     def read_text(self, path: str) -> str:
@@ -77,7 +127,7 @@ def scope_name(scope: str) -> str:
     """
     safe = sanitize_name(scope, default="default", max_length=96)
     if safe != scope:
-        digest = hashlib.sha256(scope.encode("utf-8")).hexdigest()[:12]
+        digest = text_sha256(scope)[:12]
         safe = f"{safe}-{digest}"
     return safe
 
@@ -173,17 +223,69 @@ class FsspecBackend:
         return posixpath.join(*parts, path) if parts else path
 
     def write_text(self, path: str, text: str) -> str:
+        """Write ``text`` atomically; nothing is written when the file already holds it."""
         norm = check_path(path, write=True, read_only=self.read_only)
         host = self._host(norm)
+        data = encode_text(text)
         try:
-            parent = posixpath.dirname(host)
-            if parent:
-                self.fs.makedirs(parent, exist_ok=True)
-            with self.fs.open(host, "wb") as fh:
-                fh.write(text.encode("utf-8"))
+            if not self._holds(host, data):
+                self._put(host, data)
         except Exception as exc:  # storage errors vary by filesystem
             raise FileBackendError(norm, f"{type(exc).__name__}: {exc}") from exc
         return norm
+
+    def _protocols(self) -> set[str]:
+        protocol = self.fs.protocol
+        return {protocol} if isinstance(protocol, str) else set(protocol)
+
+    def _holds(self, host: str, data: bytes) -> bool:
+        """Whether ``host`` already holds exactly ``data`` (as far as is cheap to tell)."""
+        try:
+            info = self.fs.info(host)
+        except FileNotFoundError:
+            return False
+        if info.get("type") != "file":
+            return False
+        if info.get("size") != len(data):
+            log.warning("ARS: %s has the wrong size (a torn write?); writing it again", host)
+            return False
+        etag = str(info.get("ETag") or info.get("etag") or "").strip('"')
+        if etag and "-" not in etag and len(etag) == 32:  # a single-part object: the MD5
+            return etag == hashlib.md5(data, usedforsecurity=False).hexdigest()
+        if len(data) <= VERIFY_LIMIT and self._protocols() & {"file", "local", "memory"}:
+            same = bool(self.fs.cat_file(host) == data)
+            if not same:
+                log.warning("ARS: %s does not hold what its name says; writing it again", host)
+            return same
+        return True
+
+    def _put(self, host: str, data: bytes) -> None:
+        parent = posixpath.dirname(host)
+        if parent:
+            self.fs.makedirs(parent, exist_ok=True)
+        if self._protocols() & (OBJECT_STORES | {"memory"}):
+            self.fs.pipe_file(host, data)  # one PUT: the object appears whole or not at all
+            return
+        tmp = posixpath.join(parent, f".{posixpath.basename(host)}.ars-tmp-{uuid.uuid4().hex[:12]}")
+        try:
+            with self.fs.open(tmp, "wb") as fh:
+                for start in range(0, len(data), CHUNK):
+                    fh.write(data[start : start + CHUNK])
+                fh.flush()
+                fileno = getattr(fh, "fileno", None)
+                if fileno is not None:
+                    try:
+                        os.fsync(fileno())
+                    except (OSError, ValueError, AttributeError):
+                        pass  # not a real file descriptor
+            self.fs.mv(tmp, host)
+        except BaseException:
+            try:
+                if self.fs.exists(tmp):
+                    self.fs.rm_file(tmp)
+            except Exception:  # the original error matters more
+                pass
+            raise
 
     def read_text(self, path: str) -> str:
         norm = check_path(path, read_only=self.read_only)
@@ -194,7 +296,7 @@ class FsspecBackend:
             raise FileBackendError(norm, "no such file") from exc
         except Exception as exc:
             raise FileBackendError(norm, f"{type(exc).__name__}: {exc}") from exc
-        return data.decode("utf-8")
+        return decode_text(data)
 
     def exists(self, path: str) -> bool:
         norm = check_path(path, read_only=self.read_only)

@@ -18,13 +18,12 @@ write failed, so a failed write never loses text from the view.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Collection, Mapping, Sequence
 
 import attrs
 
 from .estimate import MESSAGE_OVERHEAD, Estimator, message_tokens
-from .files import sanitize_name
+from .files import sanitize_name, text_sha256
 from .messages import (
     MARK_OFFLOADED,
     MARK_SUMMARY,
@@ -64,7 +63,8 @@ class FileWrite:
 
 
 def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """The hex SHA-256 of any ``str`` (lone surrogates included, see :mod:`ars_core.files`)."""
+    return text_sha256(text)
 
 
 def truncation_marker(tool: str, arg: str, value: str) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ars_core import FileBackend, FileBackendError, FsspecBackend, check_path
-from ars_core.files import DEFAULT_READ_ONLY
+from ars_core.files import DEFAULT_READ_ONLY, decode_text, encode_text
 
 __all__ = ["BackendResolver", "DeepAgentsFileBackend", "is_deepagents_backend"]
 
@@ -55,7 +55,7 @@ class DeepAgentsFileBackend:
         target = self.host_path(norm)
         try:
             try:
-                responses = self.backend.upload_files([(target, text.encode("utf-8"))])
+                responses = self.backend.upload_files([(target, encode_text(text))])
                 error = responses[0].error if responses else "no response"
             except NotImplementedError:
                 error = self.backend.write(target, text).error
@@ -72,7 +72,7 @@ class DeepAgentsFileBackend:
         target = self.host_path(norm)
         try:
             try:
-                responses = await self.backend.aupload_files([(target, text.encode("utf-8"))])
+                responses = await self.backend.aupload_files([(target, encode_text(text))])
                 error = responses[0].error if responses else "no response"
             except NotImplementedError:
                 error = (await self.backend.awrite(target, text)).error
@@ -97,7 +97,7 @@ class DeepAgentsFileBackend:
         data = self._download(norm)
         if data is None:
             raise FileBackendError(norm, "no such file")
-        return data.decode("utf-8")
+        return decode_text(data)
 
     def exists(self, path: str) -> bool:
         return self._download(check_path(path, read_only=self.read_only)) is not None

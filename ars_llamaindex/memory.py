@@ -27,7 +27,6 @@ raised a context-length error (R4).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -56,6 +55,7 @@ from ars_core import (
 )
 from ars_core.config import CONFIG_FIELDS
 from ars_core.engine import deliver_event
+from ars_core.files import text_sha256
 
 from .convert import from_core_messages, system_text, to_core_messages, tool_schemas
 from .errors import is_context_length_error
@@ -77,7 +77,7 @@ def _sha(message: ChatMessage) -> str:
     text = json.dumps(
         message.model_dump(mode="json"), sort_keys=True, ensure_ascii=False, default=str
     )
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return text_sha256(text)
 
 
 @attrs.define
