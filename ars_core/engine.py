@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 import weakref
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from .config import SummaryConfig
@@ -28,7 +28,7 @@ from .events import CompressionEvent, EventEmitter, SummarizationEvent
 from .files import FileBackend, FsspecBackend
 from .flow import CallOutcome, StateUpdate, flow
 from .l1 import ARG_CHAR_LIMIT, TRUNCATE_TOOLS
-from .messages import Message
+from .messages import Message, as_messages
 from .summarize import ExtractiveSummarizer, Summarizer
 
 __all__ = ["CallOutcome", "Compressor", "StateUpdate", "deliver_event"]
@@ -83,7 +83,7 @@ class Compressor:
 
     def call(
         self,
-        messages: Sequence[Message],
+        messages: Sequence[Message | Mapping[str, Any]],
         call_model: ModelCall,
         *,
         event: SummarizationEvent | None = None,
@@ -96,18 +96,19 @@ class Compressor:
     ) -> CallOutcome:
         """Run one model call through ARS, synchronously.
 
-        ``messages`` are the state messages, ``event`` the current
+        ``messages`` are the state messages (:class:`Message` records, or
+        OpenAI chat-completions dicts, read with :func:`from_openai`), ``event`` the current
         ``_summarization_event``; ``call_model(view)`` calls the main model.
         Exceptions of the main model propagate (after a ``failed`` event when a
         compression round had started); overflow errors trigger forced
         compression first (R4).
         """
-        steps = flow(self, messages, event, system, tools, thread=thread)
+        steps = flow(self, as_messages(messages), event, system, tools, thread=thread)
         return run_sync(steps, self._effects(call_model, summarizer, backend, emitter))
 
     async def acall(
         self,
-        messages: Sequence[Message],
+        messages: Sequence[Message | Mapping[str, Any]],
         call_model: Callable[[list[Message]], Awaitable[Any]] | ModelCall,
         *,
         event: SummarizationEvent | None = None,
@@ -119,13 +120,13 @@ class Compressor:
         thread: str | None = None,
     ) -> CallOutcome:
         """Async twin of :meth:`call`: archive and summary run concurrently (R26)."""
-        steps = flow(self, messages, event, system, tools, thread=thread)
+        steps = flow(self, as_messages(messages), event, system, tools, thread=thread)
         effects = self._effects(call_model, summarizer, backend, emitter)
         return await run_async(steps, AsyncEffects(effects))
 
     def compact(
         self,
-        messages: Sequence[Message],
+        messages: Sequence[Message | Mapping[str, Any]],
         *,
         event: SummarizationEvent | None = None,
         system: Message | str | None = None,
@@ -145,12 +146,12 @@ class Compressor:
         nothing is delivered: the caller delivers ``outcome.events`` with
         :func:`deliver_event` once its own model call has succeeded or failed.
         """
-        steps = flow(self, messages, event, system, tools, thread=thread, forced=force)
+        steps = flow(self, as_messages(messages), event, system, tools, thread=thread, forced=force)
         return run_sync(steps, self._effects(None, summarizer, backend, emitter, hold_events))
 
     async def acompact(
         self,
-        messages: Sequence[Message],
+        messages: Sequence[Message | Mapping[str, Any]],
         *,
         event: SummarizationEvent | None = None,
         system: Message | str | None = None,
@@ -163,7 +164,7 @@ class Compressor:
         hold_events: bool = False,
     ) -> CallOutcome:
         """Async twin of :meth:`compact`."""
-        steps = flow(self, messages, event, system, tools, thread=thread, forced=force)
+        steps = flow(self, as_messages(messages), event, system, tools, thread=thread, forced=force)
         effects = self._effects(None, summarizer, backend, emitter, hold_events)
         return await run_async(steps, AsyncEffects(effects))
 

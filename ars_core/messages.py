@@ -30,6 +30,7 @@ __all__ = [
     "Message",
     "Role",
     "ToolCall",
+    "as_messages",
     "from_openai",
     "message_from_dict",
     "message_to_dict",
@@ -381,3 +382,29 @@ def tool_pairing_errors(messages: Sequence[Message]) -> list[str]:
                 f"message {i}: tool result {m.tool_call_id!r} answers no earlier tool call"
             )
     return problems
+
+
+def as_messages(messages: Sequence[Message | Mapping[str, Any]]) -> Sequence[Message]:
+    """``messages`` as :class:`Message` records: OpenAI chat-completions dicts are read
+    with :func:`from_openai` (as :func:`read_messages` does); a list of messages is
+    returned as is. Anything else raises :class:`MessageFormatError`.
+
+    A dict is converted on every call, so long-running callers convert once and
+    keep the ``Message`` records (their token counts are cached on them).
+    """
+    if all(isinstance(m, Message) for m in messages):
+        return messages  # type: ignore[return-value]
+    out: list[Message] = []
+    for i, m in enumerate(messages):
+        if isinstance(m, Message):
+            out.append(m)
+        elif isinstance(m, Mapping):
+            out.append(from_openai(m, index=i, source="<messages>"))
+        else:
+            raise MessageFormatError(
+                f"a {type(m).__name__} is not a message: pass ars_core.Message records "
+                "or OpenAI-format dicts (ars_core.from_openai reads one)",
+                source="<messages>",
+                index=i,
+            )
+    return out

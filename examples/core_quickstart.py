@@ -1,5 +1,7 @@
 """ARS core in a plain agent loop, no framework, no API key.
 
+Needs only the core: ``pip install ars`` (from a clone: ``pip install -e .``).
+
 Replays a recorded agent run (shipped with the package) call by call: at each
 assistant turn the history so far goes through `Compressor.call`, the recorded
 reply stands in for the model, and the compression events are printed. The
@@ -23,6 +25,7 @@ from ars_core import (
     Message,
     SummarizationEvent,
     SummaryConfig,
+    describe_event,
     read_messages,
 )
 
@@ -47,10 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     backend = FsspecBackend(f"file://{out_dir}").scoped("demo-thread")
 
     def show(event: CompressionEvent) -> None:
-        extra = f" cutoff={event.cutoff} file={event.file_path}" if event.cutoff is not None else ""
         print(
-            f"  [{event.phase:9s}] {event.level} tokens {event.tokens_before} -> {event.tokens_after}{extra}"
-        )
+            "  " + describe_event(event)
+        )  # e.g. "completed L2: 9,120 → 3,004 tokens (T 8,192), ..."
 
     engine = Compressor(
         SummaryConfig(summary_threshold=args.threshold, summary_keep_messages=6),

@@ -1,5 +1,8 @@
 """ARS in a LangChain v1 agent: one middleware in ``create_agent``.
 
+Needs the ``langchain`` extra: ``pip install "ars[langchain]"`` (from a clone:
+``pip install -e ".[langchain]"``).
+
 Runs offline with a scripted model (swap in ``init_chat_model("openai:...")``
 or any chat model). Shows: the compression events on the custom stream, the
 persisted ``_summarization_event`` in the checkpoint, and the files ARS wrote.
@@ -16,7 +19,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from ars_core import FsspecBackend
+from ars_core import FsspecBackend, describe_event
 from ars_langchain import ArsSummarizationMiddleware, is_compression_event
 from ars_langchain.testing import FakeToolChatModel, tool_call
 
@@ -76,13 +79,7 @@ def main() -> None:
             stream_mode=["custom", "updates"],
         ):
             if mode == "custom" and is_compression_event(chunk):
-                print(
-                    "compression:",
-                    chunk["phase"],
-                    chunk["level"],
-                    chunk.get("offloaded", ""),
-                    chunk.get("cutoff", ""),
-                )
+                print("compression:", describe_event(chunk))
     event = agent.get_state(config).values.get("_summarization_event")
     if event:
         print("persisted event: cutoff", event["cutoff"], "history file", event["file_path"])

@@ -1,5 +1,7 @@
 """ARS in a deepagents agent: it replaces the built-in summarization by name.
 
+Needs the ``langchain`` extra (it brings deepagents): ``pip install "ars[langchain]"``.
+
 ``ArsSummarizationMiddleware.name == "SummarizationMiddleware"``, so
 ``create_deep_agent(middleware=[ars])`` puts ARS in the built-in's slot (after
 the filesystem and task middleware) in the main agent and the general-purpose

@@ -1,5 +1,7 @@
 """ARS in a LlamaIndex agent: one memory object, compression on, state in a SQL chat store.
 
+Needs the ``llamaindex`` extra: ``pip install "ars[llamaindex]"``.
+
 Runs offline with the scripted LLM from ``ars_llamaindex.testing``; to use a real
 model, replace ``ScriptedLLM(...)`` with e.g. ``OpenAI(model="gpt-4.1")`` from
 ``llama-index-llms-openai`` (then the agent's own LLM also writes the summaries).
@@ -23,6 +25,7 @@ from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
 from llama_index.core.tools import FunctionTool
 
+from ars_core import describe_event
 from ars_llamaindex import ArsCompressionEvent, ArsFunctionAgent, ArsMemory
 from ars_llamaindex.testing import ScriptedLLM, tool_call
 
@@ -49,13 +52,7 @@ class PrintCompression(BaseEventHandler):
 
     def handle(self, event: Any, **kwargs: Any) -> None:
         if isinstance(event, ArsCompressionEvent):
-            p = event.payload
-            extra = f" cutoff={p['cutoff']} file={p.get('file_path')}" if "cutoff" in p else ""
-            offloaded = f" offloaded={len(p['offloaded'])}" if p.get("offloaded") else ""
-            print(
-                f"  [{p['phase']:<9}] {p['level']} tokens {p['tokens_before']} -> {p.get('tokens_after')}"
-                f"{offloaded}{extra}"
-            )
+            print("  " + describe_event(event.payload))
 
 
 async def main() -> None:
@@ -78,6 +75,17 @@ async def main() -> None:
         summary_threshold=2,  # K tokens; 100 in production (R35)
         summary_keep_messages=4,
     )
+    stored = await memory.aget_all()
+    if stored:  # a previous run left this conversation in the store
+        event = await memory.aget_event()
+        summary = (
+            f"; its summary covers messages 1-{event.cutoff} (history in {event.file_path})"
+            if event is not None
+            else ""
+        )
+        print(f"resumed: {len(stored)} stored messages in {args.db}{summary}")
+    else:
+        print(f"new conversation in {args.db}")
     script: list[Any] = []
     for i in range(args.turns):
         script += [

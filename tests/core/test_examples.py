@@ -26,7 +26,18 @@ def test_core_quickstart_shows_l1_and_l2_and_recoverable_history() -> None:
         cwd=ROOT,
     )
     out = proc.stdout
-    assert "[started  ] L1" in out and "[completed] L2" in out
+    lines = out.splitlines()
+    assert re.fullmatch(r"  started L1: [\d,]+ tokens ≥ T 8,192", lines[0]), lines[0]
+    l2 = [line for line in lines if line.startswith("  completed L2: ")]
+    assert l2 and all(
+        re.search(
+            r"^  completed L2: [\d,]+ → [\d,]+ tokens \(T 8,192\), .*history archived to "
+            r"outputs/conversation_history/history-\d{6}-\d{6}-[0-9a-f]+\.jsonl, "
+            r"summary covers messages 1-\d+$",
+            line,
+        )
+        for line in l2
+    ), l2
     assert "none deleted" in out
     out_dir = Path(re.search(r"files under (\S+):", out).group(1))  # type: ignore[union-attr]
     history = read_messages(run)[1:]  # the system message is passed as `system`

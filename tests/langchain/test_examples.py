@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -29,13 +30,25 @@ def run(name: str) -> list[str]:
 
 def test_langchain_agent_example() -> None:
     out = run("langchain_agent.py")
-    assert [line.split()[1:3] for line in out if line.startswith("compression:")] == [
-        ["started", "L1"],
-        ["completed", "L1"],
-        ["started", "L1"],
-        ["completed", "L2"],
+    compression = [line for line in out if line.startswith("compression:")]
+    assert [line.split()[1:3] for line in compression] == [
+        ["started", "L1:"],
+        ["completed", "L1:"],
+        ["started", "L1:"],
+        ["completed", "L2:"],
     ]
-    assert out[3].endswith(" 3")  # the L2 cutoff
+    # what ARS did, in words (ars_core.describe_event): tokens against T, the files
+    assert re.fullmatch(r"compression: started L1: [\d,]+ tokens ≥ T 1,024", compression[0])
+    assert re.fullmatch(
+        r"compression: completed L1: [\d,]+ → [\d,]+ tokens \(T 1,024\), 1 tool result "
+        r"offloaded to outputs/large_tool_results/grep_logs-[0-9a-f]{64}\.txt",
+        compression[1],
+    )
+    assert re.search(
+        r", history archived to outputs/conversation_history/history-000000-000003-[0-9a-f]+"
+        r"\.jsonl, summary covers messages 1-3$",  # the L2 cutoff
+        compression[3],
+    )
     assert any(
         line.startswith("persisted event: cutoff 3 history file outputs/conversation_history/")
         for line in out

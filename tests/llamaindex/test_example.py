@@ -44,11 +44,18 @@ def run(db: Path, files: Path) -> str:
 def test_example_compresses_and_a_second_process_continues(tmp_path: Path) -> None:
     db, files = tmp_path / "chat.db", tmp_path / "files"
     first = run(db, files)
-    assert "[completed] L1" in first and "[completed] L2" in first
+    assert "  completed L1: " in first and "  completed L2: " in first
+    assert first.startswith(f"new conversation in {db}\n")
     assert "stored messages: 12 (none deleted)" in first
+    last_cut = re.findall(r"summary covers messages 1-(\d+)", first)[-1]
     second = run(db, files)
+    assert second.startswith(
+        f"resumed: 12 stored messages in {db}; its summary covers messages 1-{last_cut} "
+        "(history in outputs/conversation_history/"
+    )
     assert "stored messages: 24 (none deleted)" in second
-    cuts = [int(c) for c in re.findall(r"cutoff=(\d+)", first + second)]
+    rounds = re.findall(r"completed L2: .* summary covers messages 1-(\d+)", first + second)
+    cuts = [int(c) for c in rounds]
     assert cuts == sorted(cuts) and len(set(cuts)) == len(cuts)  # cumulative across processes
     history: list[ChatMessage] = asyncio.run(
         SQLAlchemyChatStore(
