@@ -49,6 +49,9 @@ class Compressor:
     ``truncate_tools`` are L1's internal constants (R11);
     ``summary_input_tokens`` bounds what the summary model reads (default:
     half the entry threshold); ``is_overflow`` classifies model errors (R4).
+    ``stable_views`` (default on) keeps sending the kept messages in the form
+    the last L2 request sent them, so prompt caches stay valid; ``False`` is
+    the literal rule (below T every message goes out unchanged).
     """
 
     def __init__(
@@ -63,6 +66,7 @@ class Compressor:
         truncate_tools: Collection[str] = TRUNCATE_TOOLS,
         summary_input_tokens: int | None = None,
         is_overflow: Callable[[BaseException], bool] = is_context_overflow,
+        stable_views: bool = True,
     ) -> None:
         self.config = config or SummaryConfig()
         self.estimator: Estimator = estimator or ApproxEstimator()
@@ -75,6 +79,7 @@ class Compressor:
         self.truncate_tools = tuple(truncate_tools)
         self.summary_input_tokens = summary_input_tokens
         self.is_overflow = is_overflow
+        self.stable_views = stable_views
         # paths already written, per backend: L1 re-offloads the same results every
         # call (state is never rewritten), so each file is written once per process
         self._written: WrittenPaths = weakref.WeakKeyDictionary()

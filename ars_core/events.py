@@ -16,11 +16,13 @@ checkpointer can store them.
 from __future__ import annotations
 
 import datetime as _dt
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
 
+from .files import text_sha256
 from .messages import Message, message_from_dict, message_to_dict
 from .summarize import Usage
 
@@ -30,8 +32,11 @@ __all__ = [
     "Level",
     "Phase",
     "SummarizationEvent",
+    "apply_sent_forms",
     "describe_event",
     "effective_messages",
+    "message_key",
+    "sent_forms_of",
     "to_global_cutoff",
 ]
 
@@ -60,10 +65,14 @@ class SummarizationEvent:
     summary_usage: Usage | None = None
     summary_error: str | None = None
     created_at: str = attrs.field(factory=_now)
+    #: How the L2 request sent the kept messages that L1 (or the tail trim)
+    #: rewrote: ``(offset after the cutoff, message key, sent form)``. Later
+    #: calls send those messages in the same form (see :func:`apply_sent_forms`).
+    sent_forms: tuple[tuple[int, str, Message], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-serialisable form (what checkpointers store)."""
-        return {
+        out = {
             "cutoff": self.cutoff,
             "summary_message": message_to_dict(self.summary_message),
             "file_path": self.file_path,
@@ -72,6 +81,12 @@ class SummarizationEvent:
             "summary_error": self.summary_error,
             "created_at": self.created_at,
         }
+        if self.sent_forms:
+            out["sent_forms"] = [
+                {"offset": offset, "key": key, "message": message_to_dict(form)}
+                for offset, key, form in self.sent_forms
+            ]
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SummarizationEvent:
@@ -85,6 +100,10 @@ class SummarizationEvent:
             summary_usage=Usage.from_dict(usage) if usage else None,
             summary_error=data.get("summary_error"),
             created_at=data.get("created_at") or _now(),
+            sent_forms=tuple(
+                (int(f["offset"]), str(f["key"]), message_from_dict(f["message"]))
+                for f in data.get("sent_forms") or ()
+            ),
         )
 
 
@@ -94,6 +113,45 @@ def effective_messages(state: Sequence[Message], event: SummarizationEvent | Non
     if event is None:
         return list(state)
     return [event.summary_message, *state[event.cutoff :]]
+
+
+def message_key(message: Message) -> str:
+    """A stable identity for a message: its id, or a hash of its content."""
+    if message.id:
+        return message.id
+    return "sha256:" + text_sha256(json.dumps(message_to_dict(message), sort_keys=True))
+
+
+def apply_sent_forms(effective: list[Message], event: SummarizationEvent | None) -> list[Message]:
+    """The effective messages with the kept messages in the form the last L2
+    request sent them (offloaded results stay offloaded), so that every later
+    request repeats the bytes a prompt cache already holds.
+
+    Only the window right after the summary is looked at (the messages that
+    were kept), matched by message key, so edits that moved or removed them
+    are tolerated. ``effective`` is changed in place and returned.
+    """
+    if event is None or not event.sent_forms or not effective:
+        return effective
+    forms = {key: form for _, key, form in event.sent_forms}
+    window = event.sent_forms[-1][0] + 1
+    for i in range(1, min(len(effective), 1 + window)):
+        form = forms.get(message_key(effective[i]))
+        if form is not None:
+            effective[i] = form
+    return effective
+
+
+def sent_forms_of(
+    raw: Sequence[Message], sent: Sequence[Message]
+) -> tuple[tuple[int, str, Message], ...]:
+    """The messages of ``sent`` that differ from ``raw`` (same positions), as
+    :attr:`SummarizationEvent.sent_forms` records them."""
+    return tuple(
+        (offset, message_key(original), form)
+        for offset, (original, form) in enumerate(zip(raw, sent, strict=True))
+        if form is not original and form != original
+    )
 
 
 def to_global_cutoff(local_cutoff: int, event: SummarizationEvent | None) -> int:

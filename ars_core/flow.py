@@ -36,7 +36,9 @@ from .events import (
     Level,
     Phase,
     SummarizationEvent,
+    apply_sent_forms,
     effective_messages,
+    sent_forms_of,
     to_global_cutoff,
 )
 from .l1 import plan_l1
@@ -83,6 +85,7 @@ class FlowSettings(Protocol):
     truncate_tools: tuple[str, ...]
     summary_input_tokens: int | None
     is_overflow: Callable[[BaseException], bool]
+    stable_views: bool
 
 
 @attrs.define
@@ -92,6 +95,7 @@ class _Round:
     settings: FlowSettings
     event: SummarizationEvent | None
     effective: list[Message]
+    raw: Sequence[Message]  # the effective messages as in state (archived losslessly)
     extra: int
     tokens_before: int
     threshold: int
@@ -197,6 +201,10 @@ def flow(
     effective = (
         state if event is None and isinstance(state, list) else effective_messages(state, event)
     )
+    raw = effective
+    if settings.stable_views and event is not None and event.sent_forms:
+        # kept messages go out as the L2 request sent them (prompt caches hold those bytes)
+        effective = apply_sent_forms(list(effective), event)
     extra = _count_extra(est, system, tools)
     count_history = getattr(est, "count_history", None)
     history_tokens = count_history(effective) if count_history else est.count(effective)
@@ -204,6 +212,7 @@ def flow(
         settings=settings,
         event=event,
         effective=effective,
+        raw=raw,
         extra=extra,
         tokens_before=history_tokens + extra,
         threshold=int(cfg.threshold_tokens / scale),
@@ -320,6 +329,9 @@ def _level2(r: _Round, l1: _L1View, cut: _Cut) -> Flow:
         summary_usage=new_event.summary_usage,
         **l1.fields,
     )
+    if r.settings.stable_views:
+        forms = sent_forms_of(r.raw[cut.local :], sent.view[1:])
+        new_event = attrs.evolve(new_event, sent_forms=forms)
     update = StateUpdate(event=new_event, replaced=sent.replaced)
     return r.outcome(result, sent.view, "L2", sent.tokens, update)
 
@@ -328,7 +340,7 @@ def _summarize(r: _Round, l1: _L1View, cut: _Cut) -> Generator[Effect, Any, Summ
     """Archive the summarized history and summarize it; the new event."""
     s = r.settings
     archive = history_file(
-        r.effective[cut.start : cut.local], start=cut.previous, end=cut.global_, thread=r.thread
+        r.raw[cut.start : cut.local], start=cut.previous, end=cut.global_, thread=r.thread
     )
     budget = s.summary_input_tokens or max(1024, r.threshold // 2)
     cleaned = condense_history(l1.view[: cut.local], budget, s.estimator)
@@ -385,7 +397,7 @@ def _trim_tail(
     if untrimmed.tokens <= capacity:
         return untrimmed
     trim = trim_tail(
-        r.effective[cut.local :],
+        r.raw[cut.local :],
         tail,
         budget=capacity,
         fixed_tokens=r.extra + message_tokens(s.estimator, summary),

@@ -22,6 +22,7 @@ from ars_core import (
     SummarizationEvent,
     ToolCall,
     message_to_dict,
+    read_history,
 )
 from ars_core.testing import FakeSummarizer, ScriptedModel
 
@@ -77,6 +78,10 @@ def _replay(
         sent.append((_bytes(model.calls[-1]), outcome.level, above))
         if outcome.update is not None and outcome.update.event is not None:
             event = outcome.update.event
+            # the archive stays lossless: raw state messages, never their sent forms
+            assert event.file_path is not None
+            _, archived = read_history(backend.read_text(event.file_path))
+            assert _bytes(archived) == _bytes(state[event.previous_cutoff : event.cutoff])
     return sent
 
 
@@ -100,3 +105,51 @@ def test_every_request_starts_with_the_previous_one(conversation: list[list[Mess
     byte for byte: offloaded tool results stay offloaded after an L2 round."""
     sent = _replay(Compressor(config=small_config()), memory_backend(), conversation)
     assert _prefix_breaks(sent) == []
+
+
+def _after_l2_round(stable_views: bool) -> tuple[list[Message], list[Message], Compressor]:
+    """An L2 round whose kept window holds a large tool result, then one more
+    call below T; the two requests."""
+    compressor = Compressor(config=small_config(), stable_views=stable_views)
+    backend = memory_backend()
+    call = ToolCall(id="c-big", name="bash", args={"command": "make"})
+    state = [
+        Message(role="user", content="build it " + "please " * 300, id="u0"),
+        Message(role="assistant", content="on it " + "thinking " * 300, id="a0"),
+        Message(role="user", content="and test it " + "now " * 200, id="u1"),
+        Message(role="assistant", content="", tool_calls=(call,), id="a1"),
+        Message(role="tool", content="log " * 600, tool_call_id="c-big", name="bash", id="t1"),
+        Message(role="assistant", content="done", id="a2"),
+        Message(role="user", content="thanks", id="u2"),
+    ]
+    first = ScriptedModel()
+    outcome = compressor.call(state, first, summarizer=FakeSummarizer(), backend=backend)
+    assert outcome.level == "L2" and outcome.update is not None
+    event = SummarizationEvent.from_dict(outcome.update.event.to_dict())  # as persisted
+    state.append(Message(role="assistant", content="you are welcome", id="a3"))
+    second = ScriptedModel()
+    after = compressor.call(
+        state, second, event=event, summarizer=FakeSummarizer(), backend=backend
+    )
+    assert after.level is None  # below T: no compression round
+    return first.calls[-1], second.calls[-1], compressor
+
+
+@pytest.mark.spec("R14", "R24", "R44")
+def test_kept_tool_result_stays_offloaded_after_the_l2_round() -> None:
+    """The persisted event records the offloaded form of the kept tool result;
+    the next request (below T) sends that form, not the raw 600-word log."""
+    l2_view, next_view, _ = _after_l2_round(stable_views=True)
+    kept = next(m for m in l2_view if m.id == "t1")
+    assert kept.text.startswith("[ARS: tool result offloaded")
+    assert _bytes(next_view[: len(l2_view)]) == _bytes(l2_view)
+    assert next_view[-1].text == "you are welcome"
+
+
+@pytest.mark.spec("R1", "R14")
+def test_literal_rule_sends_raw_messages_below_t() -> None:
+    """``stable_views=False``: below T every state message goes out unchanged,
+    so the kept tool result is sent raw again after the L2 round."""
+    l2_view, next_view, _ = _after_l2_round(stable_views=False)
+    assert next(m for m in l2_view if m.id == "t1").text.startswith("[ARS: tool result")
+    assert next(m for m in next_view if m.id == "t1").text == "log " * 600
