@@ -29,6 +29,13 @@ from .files import FileBackend, FsspecBackend
 from .flow import CallOutcome, StateUpdate, flow
 from .l1 import ARG_CHAR_LIMIT, TRUNCATE_TOOLS
 from .messages import Message, as_messages
+from .resolve import (
+    BackendLike,
+    EstimatorLike,
+    resolve_backend,
+    resolve_estimator,
+    resolve_summarizer,
+)
 from .summarize import ExtractiveSummarizer, Summarizer
 
 __all__ = ["CallOutcome", "Compressor", "StateUpdate", "deliver_event"]
@@ -45,7 +52,11 @@ class Compressor:
     :class:`~ars_core.estimate.ApproxEstimator`; ``backend`` to an in-memory
     fsspec backend; ``summarizer`` to the deterministic
     :class:`~ars_core.summarize.ExtractiveSummarizer` (adapters pass the main
-    model). ``emitter`` receives every stream event. ``arg_char_limit`` and
+    model). Each may also be named (``estimator="o200k"``,
+    ``summarizer="extractive"``, ``backend="s3://bucket/ars"``): names resolve
+    through the plugin registry (:mod:`ars_core.resolve`); ``estimator`` also
+    takes an Estimator class or a plain counter ``messages -> int``.
+    ``emitter`` receives every stream event. ``arg_char_limit`` and
     ``truncate_tools`` are L1's internal constants (R11);
     ``summary_input_tokens`` bounds what the summary model reads (default:
     half the entry threshold); ``is_overflow`` classifies model errors (R4).
@@ -58,9 +69,9 @@ class Compressor:
         self,
         config: SummaryConfig | None = None,
         *,
-        estimator: Estimator | None = None,
-        backend: FileBackend | None = None,
-        summarizer: Summarizer | Any = None,
+        estimator: EstimatorLike | None = None,
+        backend: BackendLike | None = None,
+        summarizer: Summarizer | str | Any = None,
         emitter: EventEmitter | None = None,
         arg_char_limit: int = ARG_CHAR_LIMIT,
         truncate_tools: Collection[str] = TRUNCATE_TOOLS,
@@ -69,10 +80,10 @@ class Compressor:
         stable_views: bool = True,
     ) -> None:
         self.config = config or SummaryConfig()
-        self.estimator: Estimator = estimator or ApproxEstimator()
-        self.backend: FileBackend = (
-            backend if backend is not None else FsspecBackend("memory://ars")
-        )
+        # names, URLs, classes and plain counters go through the plugin registry
+        self.estimator: Estimator = resolve_estimator(estimator) or ApproxEstimator()
+        self.backend: FileBackend = resolve_backend(backend) or FsspecBackend("memory://ars")
+        summarizer = resolve_summarizer(summarizer)
         self.summarizer = summarizer if summarizer is not None else ExtractiveSummarizer()
         self.emitter = emitter
         self.arg_char_limit = arg_char_limit

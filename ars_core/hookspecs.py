@@ -6,8 +6,9 @@ third-party packages expose one through the ``ars`` entry-point group::
     [project.entry-points.ars]
     my_plugin = "my_package.ars_plugin"
 
-ARS's built-in estimators and file backends are registered through these
-same hooks (``ars_core.builtins``).
+ARS's built-in estimators, file backends and summarizer are registered through
+these same hooks (``ars_core.builtins``); ``ars plugins`` lists what every
+plugin registered and where it came from.
 """
 
 from __future__ import annotations
@@ -44,6 +45,14 @@ def register_file_backends(register: Register) -> None:
 def register_summarizers(register: Register) -> None:
     """Register summarizers: ``register("name", factory)``; ``factory(**options)``
     returns a :class:`~ars_core.summarize.Summarizer`."""
+
+
+@hookspec(firstresult=True)
+def resolve_summarizer(spec: str) -> Any:
+    """Build the summarizer a string no registered name matches stands for (the
+    LangChain adapter resolves ``"provider:model"``), or return ``None`` when
+    ``spec`` is not yours. The first plugin returning one wins; raise
+    :class:`~ars_core.errors.ConfigError` for a spec that is yours but cannot be built."""
 
 
 @hookspec

@@ -6,7 +6,10 @@ limits which external plugins load: a comma-separated list of entry-point
 names, or empty / ``none`` for none at all (built-ins always load).
 
 ``get_estimator("approx")``, ``get_file_backend("fsspec", url=...)`` and
-``get_summarizer("extractive")`` build components by name.
+``get_summarizer("extractive")`` build components by name;
+:mod:`ars_core.resolve` turns what ``Compressor(...)`` is given (names, URLs,
+classes, callables) into components through them. :func:`plugin_report`
+describes every registered plugin (``ars plugins``).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 import pluggy
@@ -31,6 +34,7 @@ __all__ = [
     "get_file_backend",
     "get_plugin_manager",
     "get_summarizer",
+    "plugin_report",
     "reset_plugin_manager",
 ]
 
@@ -41,8 +45,12 @@ _KINDS = {
     "summarizer": "register_summarizers",
 }
 
+_BUILTINS = "ars.builtins"
+
 _lock = threading.Lock()
 _pm: pluggy.PluginManager | None = None
+#: the entry point each external plugin was loaded from, by plugin name
+_entry_points: dict[str, EntryPoint] = {}
 
 
 def _load_entry_points(pm: pluggy.PluginManager) -> None:
@@ -63,6 +71,7 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
                 "plugin", ep.name, f"failed to load: {type(exc).__name__}: {exc}"
             ) from exc
         pm.register(plugin, name=ep.name)
+        _entry_points[ep.name] = ep
 
 
 def get_plugin_manager() -> pluggy.PluginManager:
@@ -72,7 +81,7 @@ def get_plugin_manager() -> pluggy.PluginManager:
         if _pm is None:
             pm = pluggy.PluginManager("ars")
             pm.add_hookspecs(hookspecs)
-            pm.register(builtins, name="ars.builtins")
+            pm.register(builtins, name=_BUILTINS)
             _load_entry_points(pm)
             pm.check_pending()
             _pm = pm
@@ -84,6 +93,7 @@ def reset_plugin_manager() -> None:
     global _pm
     with _lock:
         _pm = None
+        _entry_points.clear()
 
 
 def available(kind: str, pm: pluggy.PluginManager | None = None) -> dict[str, Callable[..., Any]]:
@@ -132,3 +142,44 @@ def get_summarizer(name: str = "extractive", **options: Any) -> Any:
 def emit_to_plugins(event: CompressionEvent) -> None:
     """Deliver a stream event to every plugin implementing ``compression_event``."""
     get_plugin_manager().hook.compression_event(event=event)
+
+
+def _source(name: str) -> dict[str, Any]:
+    if name == _BUILTINS:
+        return {"source": "built-in"}
+    ep = _entry_points.get(name)
+    if ep is None:
+        return {"source": "registered in process"}
+    dist = ep.dist
+    return {
+        "source": f"entry point {ep.name} = {ep.value} (group {ENTRY_POINT_GROUP!r})",
+        "module": ep.value,
+        "distribution": dist.name if dist is not None else None,
+        "version": dist.version if dist is not None else None,
+    }
+
+
+def _provided(pm: pluggy.PluginManager, name: str) -> dict[str, list[str]]:
+    """What plugin ``name`` registers, by kind (``estimators``, ``file_backends``...)."""
+    provided: dict[str, list[str]] = {}
+    for kind, hook in _KINDS.items():
+        names: list[str] = []
+        for impl in getattr(pm.hook, hook).get_hookimpls():
+            if impl.plugin_name == name:
+                impl.function(register=lambda n, factory, names=names: names.append(n))
+        if names:
+            provided[f"{kind}s"] = names
+    return provided
+
+
+def plugin_report(pm: pluggy.PluginManager | None = None) -> list[dict[str, Any]]:
+    """Every registered plugin: its name, where it came from, the hooks it
+    implements and the components it registers (the ``ars plugins`` output)."""
+    pm = pm or get_plugin_manager()
+    report = []
+    for name, plugin in pm.list_name_plugin():
+        if plugin is None or name is None:
+            continue
+        hooks = sorted(caller.name for caller in pm.get_hookcallers(plugin) or ())
+        report.append({"name": name, **_source(name), "hooks": hooks, **_provided(pm, name)})
+    return report

@@ -3,28 +3,56 @@
 Add :class:`ArsSummarizationMiddleware` to ``create_agent(..., middleware=[...])``
 (or ``create_deep_agent``, where it replaces the built-in summarization by
 name). See ``docs/langchain.md``.
+
+The package loads its modules (and LangChain) on first use of a name, so the
+``ars`` plugin it contributes (:mod:`ars_langchain.plugin`) loads without LangChain.
 """
 
 from __future__ import annotations
 
-from .backends import BackendResolver, DeepAgentsFileBackend
-from .convert import HistoryConverter, from_core, to_core
-from .middleware import (
-    EVENT_KEY,
-    ArsState,
-    ArsSummarizationMiddleware,
-    event_from_state,
-    event_to_state,
-    is_overflow_error,
-)
-from .stream import (
-    DEFAULT_STREAM_MODES,
-    asse_frames,
-    chunk_to_sse,
-    is_compression_event,
-    sse_frames,
-)
-from .summarizer import ChatModelSummarizer
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .backends import BackendResolver, DeepAgentsFileBackend
+    from .convert import HistoryConverter, from_core, to_core
+    from .middleware import (
+        EVENT_KEY,
+        ArsState,
+        ArsSummarizationMiddleware,
+        event_from_state,
+        event_to_state,
+        is_overflow_error,
+    )
+    from .stream import (
+        DEFAULT_STREAM_MODES,
+        asse_frames,
+        chunk_to_sse,
+        is_compression_event,
+        sse_frames,
+    )
+    from .summarizer import ChatModelSummarizer
+
+#: public name -> the module defining it
+_LAZY: dict[str, str] = {
+    "ArsState": "middleware",
+    "ArsSummarizationMiddleware": "middleware",
+    "BackendResolver": "backends",
+    "ChatModelSummarizer": "summarizer",
+    "DEFAULT_STREAM_MODES": "stream",
+    "DeepAgentsFileBackend": "backends",
+    "EVENT_KEY": "middleware",
+    "HistoryConverter": "convert",
+    "asse_frames": "stream",
+    "chunk_to_sse": "stream",
+    "event_from_state": "middleware",
+    "event_to_state": "middleware",
+    "from_core": "convert",
+    "is_compression_event": "stream",
+    "is_overflow_error": "middleware",
+    "sse_frames": "stream",
+    "to_core": "convert",
+}
 
 __all__ = [
     "DEFAULT_STREAM_MODES",
@@ -45,3 +73,16 @@ __all__ = [
     "sse_frames",
     "to_core",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -27,6 +27,7 @@ event left by deepagents (``cutoff_index``) is read as a starting point.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 from collections import OrderedDict
@@ -59,6 +60,7 @@ from ars_core import (
 )
 from ars_core.config import CONFIG_FIELDS
 from ars_core.messages import MARK_SUMMARY
+from ars_core.resolve import CallableEstimator, EstimatorLike
 
 from .backends import BackendResolver
 from .convert import HistoryConverter, from_core, to_core, tool_schemas
@@ -218,7 +220,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         model: Any = None,
         summarizer: Any = None,
         backend: Any = None,
-        estimator: Estimator | Callable[[], Estimator] | None = None,
+        estimator: EstimatorLike | Callable[[], Estimator] | None = None,
         on_event: Callable[[CompressionEvent], None] | None = None,
         on_summary_usage: Callable[[Usage], None] | None = None,
         on_model_usage: Callable[[dict[str, Any]], None] | None = None,
@@ -316,14 +318,24 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         self._config_cache = ((id(base), *values), config)
         return config
 
-    def _new_estimator(self) -> Estimator | None:
-        est = self.estimator
-        if est is None:
-            return None  # the core default, one per session
-        if callable(est) and not hasattr(est, "count"):
+    def _new_estimator(self) -> EstimatorLike | None:
+        """The estimator of a new session: names and classes are built per session by the
+        core; a zero-argument factory is called; a LangChain ``token_counter``
+        (``messages -> int``) counts the request converted to LangChain messages."""
+        est: Any = self.estimator
+        if est is None or isinstance(est, str | type):
+            return est  # the core default / resolves it, one per session
+        if isinstance(est, Estimator) or not callable(est):
+            value: EstimatorLike = est  # an instance (shared), or a bad value the core rejects
+            return value
+        if _takes_no_arguments(est):
             made: Estimator = est()
             return made
-        return est  # type: ignore[return-value]
+        counter: Callable[[list[BaseMessage]], int] = est
+        return CallableEstimator(
+            lambda messages: int(counter([from_core(m) for m in messages])),
+            name=f"callable:{getattr(counter, '__qualname__', type(counter).__name__)}",
+        )
 
     def _session(self, key: tuple[str, str], config: SummaryConfig) -> _Session:
         with self._sessions_lock:
@@ -501,3 +513,17 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             call.messages, call_model, emitter=self._emit, **call.engine_options()
         )
         return self._finish(call, outcome)  # type: ignore[no-any-return]
+
+
+def _takes_no_arguments(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` can be called with no argument (an estimator factory), as opposed
+    to a token counter taking the messages."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return False
+    try:
+        signature.bind()
+    except TypeError:
+        return False
+    return True

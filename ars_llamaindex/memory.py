@@ -56,6 +56,7 @@ from ars_core import (
 from ars_core.config import CONFIG_FIELDS
 from ars_core.engine import deliver_event
 from ars_core.files import text_sha256
+from ars_core.resolve import resolve_backend
 
 from .convert import from_core_messages, system_text, to_core_messages, tool_schemas
 from .errors import is_context_length_error
@@ -190,10 +191,8 @@ class ArsMemory(BaseMemory):
         )
         self._store = ChatStoreAdapter(store)
         self._config = config or SummaryConfig()
-        if isinstance(file_backend, str):
-            root: FileBackend = FsspecBackend(file_backend)
-        else:
-            root = file_backend if file_backend is not None else FsspecBackend("memory://ars")
+        # a URL or a registered name resolves through the plugin registry
+        root: FileBackend = resolve_backend(file_backend) or FsspecBackend("memory://ars")
         scoped = getattr(root, "scoped", None)
         self._files = scoped(chat_store_key) if callable(scoped) else root  # R36: one scope per key
         self._summarizer_explicit = summarizer is not None or llm is not None

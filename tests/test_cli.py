@@ -514,50 +514,40 @@ def test_help_exits_zero(tmp_path: Path) -> None:
     assert re.search(r"default\s+10\b", result.stdout)  # summary_keep_messages default shown
 
 
-# ------------------------------------------------------------------ the chat-model summarizer wiring
+# ------------------------------------------------------------------ plugins
 
 
-def test_chat_model_summarizer_calls_the_model_unstreamed() -> None:
-    """``--summarizer provider:model`` wraps a LangChain chat model; here a fake one (no network)."""
-    pytest.importorskip("langchain_core")
-    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-    from langchain_core.messages import AIMessage
+FIXTURE_PLUGIN = REPO_ROOT / "tests" / "core" / "fixture_plugin"
 
-    from ars_core.cli.components import ChatModelSummarizer
 
-    seen: list[Any] = []
-
-    class Recording(GenericFakeChatModel):
-        def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
-            seen.append((input, config))
-            return super().invoke(input, config, **kwargs)
-
-    reply = AIMessage(
-        content=" the summary ",
-        usage_metadata={"input_tokens": 120, "output_tokens": 7, "total_tokens": 127},
+def test_plugins_lists_what_is_registered_and_where_it_came_from(tmp_path: Path) -> None:
+    """``ars plugins``: JSON, one entry per plugin (built-ins, the adapter's entry point, a
+    third-party distribution), with the components each one registers."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), str(FIXTURE_PLUGIN)])
+    env.pop("ARS_PLUGINS", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "ars_core", "plugins"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
     )
-    model = Recording(messages=iter([reply]))
-    summarizer = ChatModelSummarizer(model, "fake:model")
-    history = [Message(role="user", content="fix the bug in setup.py")]
-    result = summarizer.summarize(history, "Summarize:\n{messages}")
-    assert result.text == "the summary"
-    assert (result.usage.input_tokens, result.usage.output_tokens) == (120, 7)
-    prompt, config = seen[0]
-    assert "fix the bug in setup.py" in prompt and prompt.startswith("Summarize:")
-    assert "nostream" in config["tags"]
-
-
-def test_summarizer_accepts_a_langchain_model_string(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``--summarizer provider:model`` builds the chat model with ``init_chat_model``.
-
-    The threshold is the production default, so this run never reaches L2 and
-    the (fake-keyed) model is never called: wiring only, no network.
-    """
-    pytest.importorskip("langchain_anthropic")
-    run = str(SAMPLE_DIR / "django__django-16502.jsonl.gz")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-fake-key-for-a-test")
-    result = run_cli("replay", run, "--summarizer", "anthropic:claude-sonnet-4-5", "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    doc = json.loads(result.stdout)
-    assert doc["summarizer"] == "anthropic:claude-sonnet-4-5"
-    assert doc["total"]["summary_calls"] == 0 and doc["total"]["l2_rounds"] == 0
+    plugins = {p["name"]: p for p in json.loads(result.stdout)}
+    builtins = plugins["ars.builtins"]
+    assert builtins["source"] == "built-in"
+    assert builtins["estimators"] == ["approx", "tiktoken", "o200k", "cl100k"]
+    assert builtins["file_backends"] == ["fsspec", "memory"]
+    assert builtins["summarizers"] == ["extractive"]
+    fixture = plugins["fixture"]
+    assert (fixture["distribution"], fixture["version"], fixture["module"]) == (
+        "ars-fixture-plugin", "0.1", "ars_fixture_plugin"
+    )
+    assert fixture["hooks"] == ["compression_event", "register_estimators"]
+    assert fixture["estimators"] == ["words"]
+    assert plugins["langchain"]["module"] == "ars_langchain.plugin"
+
+    env["ARS_PLUGINS"] = "fixture"
+    limited = subprocess.run(
+        [sys.executable, "-m", "ars_core", "plugins"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert [p["name"] for p in json.loads(limited.stdout)] == ["ars.builtins", "fixture"]

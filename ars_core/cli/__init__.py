@@ -5,6 +5,7 @@
     ars replay [RUN ...] [--threshold K] [--keep N] [--tool-limit T] [--ratio R]
                [--estimator NAME] [--summarizer NAME] [--out DIR] [--plot FILE.png] [--json]
     ars estimate FILE ... [--json]
+    ars plugins
 
 ``ars replay`` reads recorded runs (OpenAI chat-completions JSON / JSONL, gzip
 too; a folder means every run in it) and replays each one call by call through
@@ -14,7 +15,8 @@ sample runs shipped in ``ars_core/data/`` with the built-in extractive
 summarizer: no model, no API key, no download.
 
 ``ars estimate`` counts the tokens of transcripts with every available
-estimator and shows how far they disagree.
+estimator and shows how far they disagree. ``ars plugins`` lists the
+registered plugins (JSON), as ``llm plugins`` does.
 
 Bad input (an unreadable file, something that is not a chat transcript, an
 orphan tool message, an invalid option value) prints one line on stderr and
@@ -33,7 +35,7 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import ArsError
-from .commands import cmd_estimate, cmd_replay
+from .commands import cmd_estimate, cmd_plugins, cmd_replay
 from .common import CliError, one_line
 from .parser import build_parser
 
@@ -49,9 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help(sys.stderr)
             return 2
-        if args.command == "replay":
-            return cmd_replay(args, sys.stdout)
-        return cmd_estimate(args, sys.stdout)
+        command = {"replay": cmd_replay, "estimate": cmd_estimate, "plugins": cmd_plugins}
+        return command[args.command](args, sys.stdout)
     except CliError as exc:
         if debug:
             raise

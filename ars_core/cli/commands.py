@@ -17,6 +17,7 @@ from ..config import SummaryConfig
 from ..errors import ArsError
 from ..estimate import Estimator
 from ..files import FsspecBackend
+from ..plugins import plugin_report
 from ..replay import (
     DEMO_THRESHOLD,
     SAMPLE_DIR,
@@ -32,7 +33,7 @@ from .components import installed_estimators, make_estimator, make_summarizer, s
 from .plot import write_plot
 from .report import format_estimates, format_report
 
-__all__ = ["cmd_estimate", "cmd_replay"]
+__all__ = ["cmd_estimate", "cmd_plugins", "cmd_replay"]
 
 log = logging.getLogger("ars")
 
@@ -237,4 +238,14 @@ def cmd_estimate(args: argparse.Namespace, stdout: IO[str]) -> int:
         stdout.write("\n")
     else:
         stdout.write(format_estimates(rows, names, reference) + "\n")
+    return 0
+
+
+# ------------------------------------------------------------------ plugins
+
+
+def cmd_plugins(args: argparse.Namespace, stdout: IO[str]) -> int:
+    """``ars plugins``: the registered plugins as JSON."""
+    json.dump(plugin_report(), stdout, indent=2, ensure_ascii=False)
+    stdout.write("\n")
     return 0

@@ -31,6 +31,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     _add_replay(sub)
     _add_estimate(sub)
+    sub.add_parser(
+        "plugins",
+        help="list the registered plugins as JSON",
+        description="Every plugin ARS has registered (built-ins, the adapters' and third-party "
+        "plugins from the 'ars' entry-point group, limited by ARS_PLUGINS): where it came from, "
+        "the hooks it implements and the components it registers, as JSON.",
+    )
     return parser
 
 
@@ -57,8 +64,9 @@ def _add_replay(sub: argparse._SubParsersAction[_Parser]) -> None:
         "--summarizer",
         default="extractive",
         metavar="NAME",
-        help="extractive (built in, no model; default) or a LangChain chat-model string "
-        "'provider:model' (needs the langchain extra and the provider's API key)",
+        help="extractive (built in, no model; default), a plugin's summarizer, or a LangChain "
+        "chat-model string 'provider:model' (needs the langchain extra and the provider's "
+        "API key; see 'ars plugins')",
     )
     rp.add_argument(
         "--out",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -78,17 +79,71 @@ def test_public_surface_is_locked() -> None:
         assert hasattr(ars_core, name), name
 
 
-def test_import_pulls_in_no_framework() -> None:
+def _loaded_after(setup: str, packages: tuple[str, ...]) -> list[str]:
+    """The modules of ``packages`` a fresh interpreter has loaded after running ``setup``."""
     code = (
-        "import sys, json, ars_core, ars_core.testing, ars_core.plugins;"
-        "ars_core.plugins.get_plugin_manager();"
-        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('langchain', 'langchain_core', 'langgraph', 'llama_index', 'deepagents', 'tiktoken'))))"
+        f"import sys, json; {setup};"
+        f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {packages!r})))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
-    assert json.loads(out.stdout) == []
+    loaded: list[str] = json.loads(out.stdout)
+    return loaded
+
+
+FRAMEWORKS = ("langchain", "langchain_core", "langgraph", "llama_index", "deepagents")
+
+
+def test_import_pulls_in_no_framework() -> None:
+    setup = "import ars_core, ars_core.testing, ars_core.plugins; ars_core.plugins.get_plugin_manager()"
+    assert _loaded_after(setup, (*FRAMEWORKS, "tiktoken")) == []
+
+
+ADAPTERS_AND_FRAMEWORKS = (
+    "ars_langchain",
+    "ars_llamaindex",
+    "langchain",
+    "langchain_core",
+    "langgraph",
+    "llama_index",
+    "deepagents",
+)
+
+
+def test_the_core_imports_no_adapter_anywhere() -> None:
+    """No module of ``ars_core`` (the CLI included) imports an adapter or a framework, at
+    the top or inside a function: adapters contribute through the ``ars`` entry points."""
+    offenders = []
+    for path in sorted((ROOT / "ars_core").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                if name.split(".")[0] in ADAPTERS_AND_FRAMEWORKS:
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}")
+        text = path.read_text(encoding="utf-8")
+        for adapter in ("ars_langchain", "ars_llamaindex"):
+            if f"import_module(\"{adapter}" in text or f"import_module('{adapter}" in text:
+                offenders.append(f"{path.relative_to(ROOT)}: import_module({adapter})")
+    assert offenders == []
+
+
+def test_every_core_module_and_the_plugin_manager_load_no_framework() -> None:
+    """Importing every ``ars_core`` module (the CLI too) and loading the plugins (the
+    adapters' entry points included) pulls in no framework."""
+    setup = (
+        "import pkgutil, importlib, ars_core;"
+        "[importlib.import_module(m.name) for m in "
+        "pkgutil.walk_packages(ars_core.__path__, 'ars_core.')];"
+        "from ars_core.plugins import get_plugin_manager, plugin_report;"
+        "get_plugin_manager(); plugin_report()"
+    )
+    assert _loaded_after(setup, FRAMEWORKS) == []
 
 
 def test_errors_share_one_base() -> None:
