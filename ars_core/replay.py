@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -383,6 +383,7 @@ def replay_messages(
     name: str = "run",
     source: str = "",
     on_call: OnCall | None = None,
+    compressor_options: Mapping[str, Any] | None = None,
 ) -> RunReport:
     """Replay one recorded run through a fresh :class:`~ars_core.engine.Compressor`.
 
@@ -392,7 +393,8 @@ def replay_messages(
     replaced tail messages) is applied before the reply is appended, as an
     adapter would persist it. Token figures are ``estimator``'s. ``on_call``
     receives every call's outcome and the system message (benchmarks count
-    the views with their own tokenizer).
+    the views with their own tokenizer). ``compressor_options`` are extra
+    :class:`~ars_core.engine.Compressor` keyword arguments.
     """
     est = estimator or ApproxEstimator()
     recording = _RecordingBackend(
@@ -401,7 +403,13 @@ def replay_messages(
     metered = MeteredSummarizer(
         summarizer if summarizer is not None else ExtractiveSummarizer(), est
     )
-    compressor = Compressor(config, estimator=est, backend=recording, summarizer=metered)
+    compressor = Compressor(
+        config,
+        estimator=est,
+        backend=recording,
+        summarizer=metered,
+        **dict(compressor_options or {}),
+    )
     history = list(messages)
     system = history.pop(0) if history and history[0].role == "system" else None
     offset = 1 if system is not None else 0

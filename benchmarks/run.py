@@ -20,6 +20,8 @@ C. ``estimators``: estimator accuracy (against o200k) and speed.
 D. ``flatness``: the core's per-call overhead (median, p95) against history
    length below the threshold must stay flat (5,000 messages <= 1.5x the cost at
    500).
+E. ``cache``: prompt-cache cost: cache-hit share, effective cost as providers bill
+   it (cached input at 0.1x) and prefix rewrites outside summary rounds.
 
 The peers are used through their public constructors; nothing of theirs is
 copied.
@@ -47,11 +49,11 @@ if str(REPO) not in sys.path:  # runnable from a checkout without installing
     sys.path.insert(0, str(REPO))
 
 from ars_core.replay import SAMPLE_DIR, load_runs  # noqa: E402
-from benchmarks import estimators, flatness, overhead, tokens  # noqa: E402
+from benchmarks import cache, estimators, flatness, overhead, tokens  # noqa: E402
 from benchmarks.common import DEFAULT_RUNS_DIR, Context  # noqa: E402
 
 #: every section, in report order
-SECTIONS: tuple[ModuleType, ...] = (overhead, tokens, estimators, flatness)
+SECTIONS: tuple[ModuleType, ...] = (overhead, tokens, estimators, flatness, cache)
 
 
 def environment(runs_dir: Path, n_runs: int) -> dict[str, str]:

@@ -185,7 +185,13 @@ def tokens_ars(
 
 
 def tokens_langchain(
-    run: Run, threshold: int, o200k: O200k, stats: TokenStats, keep: int, lc: LC
+    run: Run,
+    threshold: int,
+    o200k: O200k,
+    stats: TokenStats,
+    keep: int,
+    lc: LC,
+    **options: Any,
 ) -> None:
     from langchain.agents.middleware import SummarizationMiddleware
     from langchain.agents.middleware.summarization import DEFAULT_SUMMARY_PROMPT
@@ -197,6 +203,7 @@ def tokens_langchain(
         trigger=("tokens", threshold),
         keep=("messages", keep),
         summarizer=summarizer,
+        **options,
     )
     state: list[Any] = []
     for m in history:
@@ -252,7 +259,14 @@ class _DeepAgentsDriver:
 
 
 def tokens_deepagents(
-    run: Run, threshold: int, o200k: O200k, stats: TokenStats, keep: int, lc: LC, root: Path
+    run: Run,
+    threshold: int,
+    o200k: O200k,
+    stats: TokenStats,
+    keep: int,
+    lc: LC,
+    root: Path,
+    **options: Any,
 ) -> None:
     from deepagents.backends import FilesystemBackend
     from deepagents.middleware.summarization import DEEPAGENTS_DEFAULT_SUMMARY_PROMPT
@@ -265,6 +279,7 @@ def tokens_deepagents(
         backend=FilesystemBackend(root_dir=root, virtual_mode=True),
         trigger=("tokens", threshold),
         keep=("messages", keep),
+        **options,
     )
     for m in history:
         if m.role == "assistant":

@@ -90,10 +90,11 @@ def test_report_has_every_section(smoke: tuple[str, dict[str, object], str]) -> 
         "## B. Tokens sent",
         "## C. Estimators",
         "## D. Core per-call overhead",
+        "## E. Prompt-cache cost",
     ):
         assert heading in report
-    assert len(parse_tables(report)) == 6  # A, L2, B, C errors, C speed, D
-    assert set(raw) == {"per_call_ms", "l2_ms", "tokens", "estimator_speed_mb_s"}
+    assert len(parse_tables(report)) == 7  # A, L2, B, C errors, C speed, D, E
+    assert set(raw) == {"per_call_ms", "l2_ms", "tokens", "estimator_speed_mb_s", "cache"}
 
 
 def test_overhead_table(smoke: tuple[str, dict[str, object], str]) -> None:
@@ -215,3 +216,50 @@ def test_benchmark_sections_use_the_replay_library_not_the_cli() -> None:
     assert {"ars_core.replay", "benchmarks.overhead", "benchmarks.tokens", "benchmarks.estimators",
             "benchmarks.flatness"} <= loaded
     assert not any(m == "ars_core.cli" or m.startswith("ars_core.cli.") for m in loaded)
+
+
+def _largest_sample_runs(n: int = 2) -> list[list[object]]:
+    return sorted(
+        (read_messages(p) for p in SAMPLE_DIR.glob("*.jsonl.gz")),
+        key=lambda ms: sum(len(m.text) for m in ms),
+        reverse=True,
+    )[:n]
+
+
+@pytest.mark.spec("R24")
+def test_cache_table_against_an_o200k_recount(smoke: tuple[str, dict[str, object], str]) -> None:
+    """E: "no compression" repeats the whole previous request, so its cached
+    tokens are each request minus its new messages (recounted here); ARS has no
+    prefix rewrite outside a summary round."""
+    report, _, _ = smoke
+    e = parse_tables(report)[6]
+    rows = {row["policy"]: row for row in e}
+    assert list(rows) == [
+        "no compression",
+        "observation masking",
+        "LangChain",
+        "LangChain, trim None",
+        "deepagents",
+        "deepagents, trim None",
+        "ARS",
+    ]
+    est = TiktokenEstimator("o200k_base")
+    total = cached = 0
+    for messages in _largest_sample_runs():
+        system, history = messages[0], messages[1:]
+        previous = None
+        for i, m in enumerate(history):
+            if m.role != "assistant":
+                continue
+            tokens = est.count(history[:i], system=system)
+            total += tokens
+            if previous is not None:
+                cached += tokens - est.count(history[previous:i])
+            previous = i
+    none = rows["no compression"]
+    assert num(none["cache-hit share"]) == pytest.approx(100 * cached / total, abs=0.06)
+    assert num(none["effective cost"]) == pytest.approx(total - 0.9 * cached, abs=1)
+    assert num(none["rewrites outside a summary round"]) == 0
+    assert num(rows["ARS"]["rewrites outside a summary round"]) == 0
+    assert num(rows["observation masking"]["rewrites outside a summary round"]) > 0
+    assert "At T=4,096: ARS has 0 prefix rewrites" in report
