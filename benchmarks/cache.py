@@ -18,7 +18,7 @@ use the built-in extractive summarizer, metered as a chat model would be.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,9 +83,7 @@ class _Prefix:
         self.previous: list[Message] = []
         self.previous_system: Message | None = None
 
-    def add(
-        self, system: Message | None, view: Sequence[Message], *, summary_round: bool
-    ) -> bool:
+    def add(self, system: Message | None, view: Sequence[Message], *, summary_round: bool) -> bool:
         """Count one request; ``True`` when it rewrote the previous request's prefix."""
         view = list(view)
         total = self.o200k.request(system, view)
@@ -142,9 +140,7 @@ def cache_ars(
 
     def on_call(outcome: CallOutcome, system: Message | None) -> None:
         l1_start = outcome.level == "L1" and previous_level[0] is None
-        rewrote = prefix.add(
-            system, outcome.view, summary_round=outcome.level == "L2" or l1_start
-        )
+        rewrote = prefix.add(system, outcome.view, summary_round=outcome.level == "L2" or l1_start)
         stats.l1_starts += rewrote and l1_start
         previous_level[0] = outcome.level
 
@@ -159,44 +155,30 @@ def cache_ars(
     stats.summary += tokens.summary_in + tokens.summary_out
 
 
+def _replay(
+    name: str, run: Run, k: float, keep: int, lc: LC, root: Path
+) -> Callable[[O200k, TokenStats], None]:
+    """How policy ``name`` replays ``run`` (counting with the given o200k)."""
+    threshold = int(k * 1024)
+    untrimmed = {"trim_tokens_to_summarize": None} if name.endswith("trim None") else {}
+    if name == "no compression":
+        return lambda o, t: tokens_none(run, threshold, o, t)
+    if name == "observation masking":
+        return lambda o, t: tokens_masking(run, threshold, o, t, keep)
+    if name.startswith("LangChain"):
+        return lambda o, t: tokens_langchain(run, threshold, o, t, keep, lc, **untrimmed)
+    return lambda o, t: tokens_deepagents(run, threshold, o, t, keep, lc, root, **untrimmed)
+
+
 def _row(
     runs: Sequence[Run], k: float, keep: int, base: O200k, lc: LC, tmp: Path
 ) -> dict[str, CacheStats]:
-    threshold = int(k * 1024)
     row = {name: CacheStats() for name in POLICIES}
     for i, run in enumerate(runs):
-        for name, call in (
-            ("no compression", lambda o, t: tokens_none(run, threshold, o, t)),
-            ("observation masking", lambda o, t: tokens_masking(run, threshold, o, t, keep)),
-            ("LangChain", lambda o, t: tokens_langchain(run, threshold, o, t, keep, lc)),
-            (
-                "LangChain, trim None",
-                lambda o, t: tokens_langchain(
-                    run, threshold, o, t, keep, lc, trim_tokens_to_summarize=None
-                ),
-            ),
-            (
-                "deepagents",
-                lambda o, t: tokens_deepagents(
-                    run, threshold, o, t, keep, lc, tmp / f"cache-{k}-{i}"
-                ),
-            ),
-            (
-                "deepagents, trim None",
-                lambda o, t: tokens_deepagents(
-                    run,
-                    threshold,
-                    o,
-                    t,
-                    keep,
-                    lc,
-                    tmp / f"cache-none-{k}-{i}",
-                    trim_tokens_to_summarize=None,
-                ),
-            ),
-        ):
+        for name in POLICIES[:-1]:
             metered, tokens = _metered(base, row[name])
-            call(metered, tokens)
+            root = tmp / f"cache-{k}-{i}-{POLICIES.index(name)}"
+            _replay(name, run, k, keep, lc, root)(metered, tokens)
             row[name].summary += tokens.summary_in + tokens.summary_out
         cache_ars(run, k, base, row["ARS"], keep)
     return row
