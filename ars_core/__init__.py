@@ -47,6 +47,7 @@ from .messages import (
     to_openai,
 )
 from .plugins import get_estimator, get_file_backend, get_plugin_manager, get_summarizer
+from .round import CompressionRound
 from .sse import SSE_EVENT_NAME, encode_sse, sse_frame
 from .summarize import (
     AsyncSummarizer,
@@ -73,6 +74,7 @@ __all__ = [
     "CallOutcome",
     "CallableSummarizer",
     "CompressionEvent",
+    "CompressionRound",
     "Compressor",
     "ConfigError",
     "ContentPart",

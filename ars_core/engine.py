@@ -18,7 +18,7 @@ import functools
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from .config import SummaryConfig
 from .effects import AsyncEffects, SyncEffects, WrittenPaths, describe, run_async, run_sync
@@ -36,6 +36,7 @@ from .resolve import (
     resolve_estimator,
     resolve_summarizer,
 )
+from .round import CompressionRound
 from .summarize import ExtractiveSummarizer, Summarizer
 
 __all__ = ["CallOutcome", "Compressor", "StateUpdate", "deliver_event"]
@@ -43,6 +44,19 @@ __all__ = ["CallOutcome", "Compressor", "StateUpdate", "deliver_event"]
 log = logging.getLogger("ars")
 
 ModelCall = Callable[[list[Message]], Any]
+
+
+class CompactOptions(TypedDict, total=False):
+    """The keyword arguments :meth:`Compressor.compact_round` passes on to
+    :meth:`Compressor.compact`."""
+
+    event: SummarizationEvent | None
+    system: Message | str | None
+    tools: Tools | None
+    force: bool
+    summarizer: Summarizer | Any
+    backend: FileBackend | None
+    thread: str | None
 
 
 class Compressor:
@@ -160,7 +174,8 @@ class Compressor:
         LlamaIndex memory's ``get``). ``force=True`` is the forced path after a
         context overflow (R4). ``response`` is ``None``. With ``hold_events``
         nothing is delivered: the caller delivers ``outcome.events`` with
-        :func:`deliver_event` once its own model call has succeeded or failed.
+        :func:`deliver_event` once its own model call has succeeded or failed
+        (:meth:`compact_round` does that bookkeeping).
         """
         steps = flow(self, as_messages(messages), event, system, tools, thread=thread, forced=force)
         return run_sync(steps, self._effects(None, summarizer, backend, emitter, hold_events))
@@ -184,7 +199,37 @@ class Compressor:
         effects = self._effects(None, summarizer, backend, emitter, hold_events)
         return await run_async(steps, AsyncEffects(effects))
 
+    def compact_round(
+        self,
+        messages: Sequence[Message | Mapping[str, Any]],
+        *,
+        emitter: EventEmitter | None = None,
+        **options: Unpack[CompactOptions],
+    ) -> CompressionRound:
+        """:meth:`compact` (same keyword arguments), with the round's events held
+        until the caller's own model call succeeded or failed, delivered to
+        ``emitter`` (see :class:`~ars_core.CompressionRound`)."""
+        outcome = self.compact(messages, hold_events=True, **options)
+        return CompressionRound(outcome, deliver=self._deliverer(emitter))
+
+    async def acompact_round(
+        self,
+        messages: Sequence[Message | Mapping[str, Any]],
+        *,
+        emitter: EventEmitter | None = None,
+        **options: Unpack[CompactOptions],
+    ) -> CompressionRound:
+        """Async twin of :meth:`compact_round`."""
+        outcome = await self.acompact(messages, hold_events=True, **options)
+        return CompressionRound(outcome, deliver=self._deliverer(emitter))
+
     # ------------------------------------------------------------ shells
+
+    def _deliverer(self, emitter: EventEmitter | None) -> Callable[[CompressionEvent], None]:
+        """Delivery to ``emitter`` (or the engine's) and to the plugin observers."""
+        return functools.partial(
+            deliver_event, emitter=emitter if emitter is not None else self.emitter
+        )
 
     def _effects(
         self,
@@ -196,12 +241,11 @@ class Compressor:
     ) -> SyncEffects:
         """The effect handlers for one call: per-call overrides, falling back
         to the engine's own."""
-        emitter = emitter if emitter is not None else self.emitter
         return SyncEffects(
             model=call_model,
             summarizer=summarizer if summarizer is not None else self.summarizer,
             backend=backend if backend is not None else self.backend,
-            deliver=_hold if hold_events else functools.partial(deliver_event, emitter=emitter),
+            deliver=_hold if hold_events else self._deliverer(emitter),
             written=self._written,
         )
 

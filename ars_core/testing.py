@@ -8,11 +8,18 @@
 * :class:`FailingBackend`: a file backend whose writes fail (all, or those
   matching a prefix), wrapping a real one for the rest.
 * :class:`RecordingEmitter`: collects stream events.
+* :func:`capture_events`: records every stream event delivered while a
+  ``with`` block runs, whoever emits it (like structlog's ``capture_logs``)::
+
+      with capture_events() as captured:
+          compressor.call(messages, model)
+      assert captured.phases == [("started", "L1"), ("completed", "L1")]
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+import contextlib
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import anyio
@@ -21,10 +28,17 @@ from .errors import ContextOverflowError, FileBackendError
 from .estimate import ApproxEstimator, Estimator
 from .events import CompressionEvent
 from .files import FileBackend, FsspecBackend
+from .hookspecs import hookimpl
 from .messages import Message
 from .summarize import SummaryResult, Usage, render_prompt
 
-__all__ = ["FailingBackend", "FakeSummarizer", "RecordingEmitter", "ScriptedModel"]
+__all__ = [
+    "FailingBackend",
+    "FakeSummarizer",
+    "RecordingEmitter",
+    "ScriptedModel",
+    "capture_events",
+]
 
 
 class ScriptedModel:
@@ -155,3 +169,35 @@ class RecordingEmitter:
     @property
     def phases(self) -> list[tuple[str, str]]:
         return [(e.phase, e.level) for e in self.events]
+
+
+class _Observer:
+    """A plugin that hands every delivered compression event to ``record``."""
+
+    def __init__(self, record: Callable[[CompressionEvent], None]) -> None:
+        self.record = record
+
+    @hookimpl
+    def compression_event(self, event: CompressionEvent) -> None:
+        self.record(event)
+
+
+@contextlib.contextmanager
+def capture_events() -> Iterator[RecordingEmitter]:
+    """Record every compression event delivered while the block runs.
+
+    Events reach it the way they reach plugin observers: from any
+    :class:`~ars_core.Compressor`, either adapter, any thread; held events
+    (``compact_round``) once the round delivers them. Yields a
+    :class:`RecordingEmitter` (``.events``, ``.phases``).
+    """
+    from .plugins import get_plugin_manager
+
+    recorder = RecordingEmitter()
+    observer = _Observer(recorder)
+    pm = get_plugin_manager()
+    pm.register(observer)
+    try:
+        yield recorder
+    finally:
+        pm.unregister(observer)

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
         ArsSummarizationMiddleware,
         event_from_state,
         event_to_state,
-        is_overflow_error,
     )
     from .stream import (
         DEFAULT_STREAM_MODES,
@@ -49,7 +48,6 @@ _LAZY: dict[str, str] = {
     "event_to_state": "middleware",
     "from_core": "convert",
     "is_compression_event": "stream",
-    "is_overflow_error": "middleware",
     "sse_frames": "stream",
     "to_core": "convert",
 }
@@ -69,7 +67,6 @@ __all__ = [
     "event_to_state",
     "from_core",
     "is_compression_event",
-    "is_overflow_error",
     "sse_frames",
     "to_core",
 ]

@@ -43,7 +43,6 @@ from langchain.agents.middleware.types import (
     ModelResponse,
     PrivateStateAttr,
 )
-from langchain_core.exceptions import ContextOverflowError as LCContextOverflowError
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.types import Command
 
@@ -73,7 +72,6 @@ __all__ = [
     "ArsSummarizationMiddleware",
     "event_from_state",
     "event_to_state",
-    "is_overflow_error",
 ]
 
 log = logging.getLogger("ars.langchain")
@@ -88,13 +86,6 @@ class ArsState(AgentState[Any]):
     """Agent state with ARS's private event (kept in the checkpoint, not in the output)."""
 
     _summarization_event: Annotated[NotRequired[dict[str, Any] | None], PrivateStateAttr]
-
-
-def is_overflow_error(exc: BaseException) -> bool:
-    """R4: langchain-core's ``ContextOverflowError``, or a provider error saying the
-    prompt exceeds the context window (the core's classifier follows ``raise ... from``;
-    an unrelated error raised while handling an overflow is not one)."""
-    return isinstance(exc, LCContextOverflowError) or is_context_overflow(exc)
 
 
 def event_to_state(event: SummarizationEvent) -> dict[str, Any]:
@@ -224,7 +215,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         on_event: Callable[[CompressionEvent], None] | None = None,
         on_summary_usage: Callable[[Usage], None] | None = None,
         on_model_usage: Callable[[dict[str, Any]], None] | None = None,
-        is_overflow: Callable[[BaseException], bool] = is_overflow_error,
+        is_overflow: Callable[[BaseException], bool] = is_context_overflow,
         use_context: bool = True,
         stream: bool = True,
         name: str = "SummarizationMiddleware",

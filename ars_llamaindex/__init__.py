@@ -23,7 +23,6 @@ from .agent import (
     chat_with_compaction,
 )
 from .convert import from_core, from_core_messages, to_core, to_core_messages, tool_schemas
-from .errors import is_context_length_error
 from .events import (
     DISPATCHER_NAME,
     ArsCompressionCompletedEvent,
@@ -51,7 +50,6 @@ __all__ = [
     "chat_with_compaction",
     "from_core",
     "from_core_messages",
-    "is_context_length_error",
     "to_core",
     "to_core_messages",
     "tool_schemas",

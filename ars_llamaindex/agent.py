@@ -73,14 +73,8 @@ def call_with_compaction(
     except Exception as exc:
         if not memory.is_context_length_error(exc):
             raise
-    rnd = memory.compact_round(force=True, system_prompt=system_prompt, tools=tools)
-    try:
-        result = call(_with_system(system_prompt, rnd.view))
-    except Exception as exc:
-        rnd.failed(exc)
-        raise
-    rnd.succeeded()
-    return result
+    with memory.compact_round(force=True, system_prompt=system_prompt, tools=tools) as rnd:
+        return call(_with_system(system_prompt, rnd.view))
 
 
 async def acall_with_compaction(
@@ -97,14 +91,8 @@ async def acall_with_compaction(
     except Exception as exc:
         if not memory.is_context_length_error(exc):
             raise
-    rnd = await memory.acompact_round(force=True, system_prompt=system_prompt, tools=tools)
-    try:
-        result = await call(_with_system(system_prompt, rnd.view))
-    except Exception as exc:
-        rnd.failed(exc)
-        raise
-    rnd.succeeded()
-    return result
+    with await memory.acompact_round(force=True, system_prompt=system_prompt, tools=tools) as rnd:
+        return await call(_with_system(system_prompt, rnd.view))
 
 
 def chat_with_compaction(
@@ -196,10 +184,5 @@ class ArsFunctionAgent(FunctionAgent):
         rnd = await memory.acompact_round(
             force=True, system_prompt=self.system_prompt, tools=list(tools)
         )
-        try:
-            output = await super().take_step(ctx, [*head, *rnd.view], tools, memory)
-        except Exception as exc:
-            rnd.failed(exc)
-            raise
-        rnd.succeeded()
-        return output
+        with rnd:  # started/completed after the retry answered, failed if it raised
+            return await super().take_step(ctx, [*head, *rnd.view], tools, memory)

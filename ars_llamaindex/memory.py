@@ -43,6 +43,7 @@ from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore
 from ars_core import (
     CallOutcome,
     CompressionEvent,
+    CompressionRound,
     Compressor,
     Estimator,
     FileBackend,
@@ -55,11 +56,11 @@ from ars_core import (
 )
 from ars_core.config import CONFIG_FIELDS
 from ars_core.engine import deliver_event
+from ars_core.errors import is_context_overflow
 from ars_core.files import text_sha256
 from ars_core.resolve import resolve_backend
 
 from .convert import from_core_messages, system_text, to_core_messages, tool_schemas
-from .errors import is_context_length_error
 from .events import EventCallback, dispatch
 from .store import ChatStoreAdapter
 from .summarizer import LLMSummarizer
@@ -91,58 +92,18 @@ class _State:
 
 
 @attrs.define
-class CompactionRound:
-    """One compression round whose stream events are held back until the
-    caller knows how the model call went (the forced path, R4/R30-R32).
+class CompactionRound(CompressionRound):
+    """The core's :class:`~ars_core.CompressionRound` with the view as
+    LlamaIndex messages: its stream events are held until the caller knows how
+    the model call went (the forced path).
 
     ``view`` is what to send. Call :meth:`succeeded` after the model answered
     (delivers ``started``/``completed``), or :meth:`failed` when it raised
-    (delivers ``started`` and a ``failed`` record instead of ``completed``).
+    (delivers ``started`` and a ``failed`` record instead of ``completed``);
+    ``with round: ...`` does either.
     """
 
-    view: list[ChatMessage]
-    outcome: CallOutcome
-    _deliver: Callable[[CompressionEvent], None]
-    _done: bool = False
-
-    @property
-    def events(self) -> tuple[CompressionEvent, ...]:
-        return self.outcome.events
-
-    def succeeded(self) -> None:
-        if self._done:
-            return
-        self._done = True
-        for ev in self.outcome.events:
-            self._deliver(ev)
-
-    def failed(self, exc: BaseException) -> None:
-        if self._done:
-            return
-        self._done = True
-        started = None
-        for ev in self.outcome.events:
-            if ev.phase == "completed":
-                continue
-            if ev.phase == "started":
-                started = ev
-            self._deliver(ev)
-        if started is not None:
-            completed = next((e for e in self.outcome.events if e.phase == "completed"), None)
-            self._deliver(
-                CompressionEvent(
-                    phase="failed",
-                    level=completed.level if completed else started.level,
-                    round_id=started.round_id,
-                    forced=started.forced,
-                    tokens_before=started.tokens_before,
-                    tokens_after=completed.tokens_after if completed else None,
-                    threshold=started.threshold,
-                    cutoff=completed.cutoff if completed else None,
-                    file_path=completed.file_path if completed else None,
-                    error=f"{type(exc).__name__}: {exc}",
-                )
-            )
+    view: list[ChatMessage] = attrs.field(kw_only=True)
 
 
 class ArsMemory(BaseMemory):
@@ -181,7 +142,7 @@ class ArsMemory(BaseMemory):
         system_prompt: str | ChatMessage | None = None,
         tools: Sequence[Any] | None = None,
         on_event: EventCallback | None = None,
-        is_overflow: Callable[[BaseException], bool] = is_context_length_error,
+        is_overflow: Callable[[BaseException], bool] = is_context_overflow,
     ) -> None:
         store = chat_store if chat_store is not None else SimpleChatStore()
         super().__init__(  # type: ignore[call-arg]  # pydantic fields of this class
@@ -395,11 +356,26 @@ class ArsMemory(BaseMemory):
         schemas = tool_schemas(tools) if tools is not None else self._tools
         return system, schemas
 
-    def _finish(self, state: _State, outcome: CallOutcome) -> CompactionRound:
+    def _compact_options(
+        self, state: _State, force: bool, system_prompt: Any, tools: Any
+    ) -> dict[str, Any]:
+        """What :meth:`Compressor.compact` gets, sync or async: the events are held
+        (the :class:`CompactionRound` delivers them after the model call)."""
+        system, schemas = self._extras(system_prompt, tools)
+        return {
+            "event": state.event,
+            "system": system,
+            "tools": schemas,
+            "force": force,
+            "hold_events": True,
+            "thread": self.chat_store_key,
+        }
+
+    def _round(self, state: _State, outcome: CallOutcome) -> CompactionRound:
         return CompactionRound(
-            view=from_core_messages(outcome.view, state.originals),
-            outcome=outcome,
+            outcome,
             deliver=self._deliver,
+            view=from_core_messages(outcome.view, state.originals),
         )
 
     # ------------------------------------------------------------ rounds
@@ -410,49 +386,23 @@ class ArsMemory(BaseMemory):
         """Build the view (persisting a new event, if any) and hold its stream
         events back; see :class:`CompactionRound`."""
         state = self._load()
-        system, schemas = self._extras(system_prompt, tools)
-        outcome = self._compressor.compact(
-            state.core,
-            event=state.event,
-            system=system,
-            tools=schemas,
-            force=force,
-            hold_events=True,  # delivered by the CompactionRound, after the model call
-            thread=self.chat_store_key,
-        )
-        rnd = self._finish(state, outcome)
-        try:
-            record = self._record(state, outcome)
-            if record is not None:
+        options = self._compact_options(state, force, system_prompt, tools)
+        rnd = self._round(state, self._compressor.compact(state.core, **options))
+        with rnd.failing():  # the event could not be persisted: the round failed
+            if (record := self._record(state, rnd.outcome)) is not None:
                 self._store.add(self.event_key, [record])
-        except Exception as exc:
-            rnd.failed(exc)
-            raise
         return rnd
 
     async def acompact_round(
         self, *, force: bool = False, system_prompt: Any = None, tools: Any = None
     ) -> CompactionRound:
-        """Async twin of :meth:`compact_round` (archive and summary run concurrently, R26)."""
+        """Async twin of :meth:`compact_round` (archive and summary run concurrently)."""
         state = await self._aload()
-        system, schemas = self._extras(system_prompt, tools)
-        outcome = await self._compressor.acompact(
-            state.core,
-            event=state.event,
-            system=system,
-            tools=schemas,
-            force=force,
-            hold_events=True,  # delivered by the CompactionRound, after the model call
-            thread=self.chat_store_key,
-        )
-        rnd = self._finish(state, outcome)
-        try:
-            record = self._record(state, outcome)
-            if record is not None:
+        options = self._compact_options(state, force, system_prompt, tools)
+        rnd = self._round(state, await self._compressor.acompact(state.core, **options))
+        with rnd.failing():
+            if (record := self._record(state, rnd.outcome)) is not None:
                 await self._store.aadd(self.event_key, [record])
-        except Exception as exc:
-            rnd.failed(exc)
-            raise
         return rnd
 
     def compact(

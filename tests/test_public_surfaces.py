@@ -11,14 +11,14 @@ SURFACES = {
         "ArsState", "ArsSummarizationMiddleware", "BackendResolver", "ChatModelSummarizer",
         "DEFAULT_STREAM_MODES", "DeepAgentsFileBackend", "EVENT_KEY", "HistoryConverter",
         "asse_frames", "chunk_to_sse", "event_from_state", "event_to_state", "from_core",
-        "is_compression_event", "is_overflow_error", "sse_frames", "to_core",
+        "is_compression_event", "sse_frames", "to_core",
     ],
     "ars_llamaindex": [
         "ArsCompressionCompletedEvent", "ArsCompressionEvent", "ArsCompressionFailedEvent",
         "ArsCompressionStartedEvent", "ArsFunctionAgent", "ArsMemory", "CompactionRound",
         "DISPATCHER_NAME", "EVENT_KEY_SUFFIX", "LLMSummarizer", "acall_with_compaction",
         "achat_with_compaction", "call_with_compaction", "chat_with_compaction", "from_core",
-        "from_core_messages", "is_context_length_error", "to_core", "to_core_messages",
+        "from_core_messages", "to_core", "to_core_messages",
         "tool_schemas",
     ],
 }

@@ -27,6 +27,7 @@ PUBLIC = sorted(
         "CallOutcome",
         "CallableSummarizer",
         "CompressionEvent",
+        "CompressionRound",
         "Compressor",
         "ConfigError",
         "ContentPart",

@@ -18,13 +18,20 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from ars_core import ConfigError, ContentPart, FsspecBackend, Message, SummaryConfig, ToolCall
+from ars_core import (
+    ConfigError,
+    ContentPart,
+    FsspecBackend,
+    Message,
+    SummaryConfig,
+    ToolCall,
+    is_context_overflow,
+)
 from ars_core.messages import message_from_dict, message_to_dict
 from ars_langchain import (
     ArsSummarizationMiddleware,
     HistoryConverter,
     from_core,
-    is_overflow_error,
     to_core,
 )
 from ars_langchain.testing import FakeToolChatModel, tool_call
@@ -226,7 +233,7 @@ def test_middleware_converts_only_new_messages_per_call() -> None:
 @pytest.mark.spec("R4")
 def test_overflow_classification(exc: BaseException, expected: bool) -> None:
     """Which model errors start the forced path."""
-    assert is_overflow_error(exc) is expected
+    assert is_context_overflow(exc) is expected
 
 
 @pytest.mark.spec("R4")
@@ -237,7 +244,7 @@ def test_overflow_found_in_the_cause_chain() -> None:
         except ContextOverflowError as inner:
             raise RuntimeError("wrapped by a retry layer") from inner
     except RuntimeError as outer:
-        assert is_overflow_error(outer)
+        assert is_context_overflow(outer)
 
 
 @dataclasses.dataclass

@@ -1,4 +1,5 @@
-"""Context-length error mapping and the LLM summarizer."""
+"""LlamaIndex integrations' context-length errors, as the core's one overflow
+classifier sees them, and the LLM summarizer."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from typing import Any
 import pytest
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse
 
-from ars_core import ContextOverflowError, Message, Usage
-from ars_llamaindex import LLMSummarizer, is_context_length_error
+from ars_core import ContextOverflowError, Message, Usage, is_context_overflow
+from ars_llamaindex import LLMSummarizer
 from ars_llamaindex.summarizer import response_usage
 from ars_llamaindex.testing import ContextLengthExceededError, ScriptedLLM
 
@@ -61,7 +62,7 @@ class RetryError(Exception):  # shaped like tenacity.RetryError
 )
 @pytest.mark.spec("R4")
 def test_context_length_errors_are_recognised(exc: BaseException) -> None:
-    assert is_context_length_error(exc)
+    assert is_context_overflow(exc)
 
 
 @pytest.mark.spec("R4")
@@ -73,8 +74,8 @@ def test_wrapped_errors_are_recognised() -> None:
         except ContextLengthExceededError as e:
             raise RuntimeError("LLM call failed") from e
     except RuntimeError as outer:
-        assert is_context_length_error(outer)
-    assert is_context_length_error(RetryError(inner))
+        assert is_context_overflow(outer)
+    assert is_context_overflow(RetryError(inner))
 
 
 @pytest.mark.parametrize(
@@ -88,7 +89,7 @@ def test_wrapped_errors_are_recognised() -> None:
 )
 @pytest.mark.spec("R4")
 def test_other_errors_are_not_overflow(exc: BaseException) -> None:
-    assert not is_context_length_error(exc)
+    assert not is_context_overflow(exc)
 
 
 @pytest.mark.spec("R4")
@@ -99,7 +100,7 @@ def test_an_error_raised_while_handling_an_overflow_is_not_one() -> None:
         except ContextLengthExceededError:
             raise KeyError("unrelated bug in a handler")  # noqa: B904
     except KeyError as exc:
-        assert not is_context_length_error(exc)
+        assert not is_context_overflow(exc)
 
 
 def test_response_usage_from_provider_shapes() -> None:
