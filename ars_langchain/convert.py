@@ -54,24 +54,16 @@ LC_KEY = "lc"
 #: ``response_metadata`` key holding ARS markers on the LangChain side
 MARKERS_KEY = "ars"
 
-_ROLE_OF_TYPE: dict[str, str] = {
-    "human": "user",
-    "ai": "assistant",
-    "system": "system",
-    "tool": "tool",
-    "function": "tool",
-    "developer": "system",
+#: the one role mapping: core role -> (LangChain class, the message types and
+#: ChatMessage roles that mean it)
+_ROLES: dict[str, tuple[type[BaseMessage], tuple[str, ...]]] = {
+    "user": (HumanMessage, ("human", "user")),
+    "assistant": (AIMessage, ("ai", "assistant")),
+    "system": (SystemMessage, ("system", "developer")),
+    "tool": (ToolMessage, ("tool", "function")),
 }
-_CHAT_ROLES: dict[str, str] = {
-    "user": "user",
-    "human": "user",
-    "assistant": "assistant",
-    "ai": "assistant",
-    "system": "system",
-    "developer": "system",
-    "tool": "tool",
-    "function": "tool",
-}
+_CORE_ROLE = {name: role for role, (_, names) in _ROLES.items() for name in names}
+_CLASS_OF_ROLE = {role: cls for role, (cls, _) in _ROLES.items()}
 _CLASS_OF_TYPE: dict[str, type[BaseMessage]] = {
     "human": HumanMessage,
     "ai": AIMessage,
@@ -85,12 +77,6 @@ _CLASS_OF_TYPE: dict[str, type[BaseMessage]] = {
     "ToolMessageChunk": ToolMessageChunk,
     "FunctionMessageChunk": FunctionMessageChunk,
     "ChatMessageChunk": ChatMessageChunk,
-}
-_CLASS_OF_ROLE: dict[str, type[BaseMessage]] = {
-    "user": HumanMessage,
-    "assistant": AIMessage,
-    "system": SystemMessage,
-    "tool": ToolMessage,
 }
 # fields carried by the core Message itself (not duplicated in metadata["lc"])
 _CORE_FIELDS = frozenset({"content", "id", "name", "tool_calls", "tool_call_id", "type"})
@@ -145,13 +131,13 @@ def _content_from_core(content: str | tuple[ContentPart, ...]) -> str | list[Any
 
 def _role(message: BaseMessage) -> str:
     if isinstance(message, ChatMessage):
-        return _CHAT_ROLES.get(message.role, "user")
+        return _CORE_ROLE.get(message.role, "user")
     kind = (
         message.type.removesuffix("MessageChunk").lower()
         if message.type.endswith("MessageChunk")
         else message.type
     )
-    return _ROLE_OF_TYPE.get(kind, "user")
+    return _CORE_ROLE.get(kind, "user")
 
 
 def _lc_tool_calls(message: BaseMessage) -> list[dict[str, Any]]:

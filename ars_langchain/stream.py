@@ -103,6 +103,19 @@ def chunk_to_sse(mode: str, chunk: Any, namespace: tuple[str, ...] = ()) -> str 
     return None
 
 
+def _modes(stream_mode: tuple[str, ...] | list[str] | str | None) -> tuple[str, ...]:
+    return (stream_mode,) if isinstance(stream_mode, str) else tuple(stream_mode or ())
+
+
+def _frame(item: Any, modes: tuple[str, ...]) -> str | None:
+    """The SSE frame of one item of ``stream``/``astream`` output, if any."""
+    ns, mode, chunk = _split(item, modes)
+    return chunk_to_sse(mode, chunk, ns)
+
+
+_END = sse_frame("end", {})
+
+
 def sse_frames(
     stream: Iterable[Any],
     *,
@@ -110,14 +123,11 @@ def sse_frames(
     end: bool = True,
 ) -> Iterator[str]:
     """SSE frames from ``agent.stream(..., stream_mode=[...])`` (sync)."""
-    modes = (stream_mode,) if isinstance(stream_mode, str) else tuple(stream_mode or ())
-    for item in stream:
-        ns, mode, chunk = _split(item, modes)
-        frame = chunk_to_sse(mode, chunk, ns)
-        if frame is not None:
-            yield frame
+    modes = _modes(stream_mode)
+    frames = (_frame(item, modes) for item in stream)
+    yield from (f for f in frames if f is not None)
     if end:
-        yield sse_frame("end", {})
+        yield _END
 
 
 async def asse_frames(
@@ -127,11 +137,9 @@ async def asse_frames(
     end: bool = True,
 ) -> AsyncIterator[str]:
     """SSE frames from ``agent.astream(..., stream_mode=[...])``."""
-    modes = (stream_mode,) if isinstance(stream_mode, str) else tuple(stream_mode or ())
+    modes = _modes(stream_mode)
     async for item in stream:
-        ns, mode, chunk = _split(item, modes)
-        frame = chunk_to_sse(mode, chunk, ns)
-        if frame is not None:
+        if (frame := _frame(item, modes)) is not None:
             yield frame
     if end:
-        yield sse_frame("end", {})
+        yield _END

@@ -60,16 +60,15 @@ __all__ = [
 #: metadata key of a core message that holds the LlamaIndex skeleton
 META_KEY = "llamaindex"
 
-_TO_CORE_ROLE: dict[str, str] = {
-    "system": "system",
-    "developer": "system",
-    "user": "user",
-    "assistant": "assistant",
-    "chatbot": "assistant",
-    "model": "assistant",
-    "tool": "tool",
-    "function": "tool",
+#: the one role mapping: core role -> the LlamaIndex roles that mean it (the
+#: first is what a message ARS made gets)
+_ROLES: dict[str, tuple[str, ...]] = {
+    "system": ("system", "developer"),
+    "user": ("user",),
+    "assistant": ("assistant", "chatbot", "model"),
+    "tool": ("tool", "function"),
 }
+_TO_CORE_ROLE = {name: role for role, names in _ROLES.items() for name in names}
 
 _BLOCK_ADAPTER: TypeAdapter[Any] = TypeAdapter(ContentBlock)
 _RAW_ARGS = "__raw_arguments__"
@@ -300,9 +299,7 @@ def _rebuild(message: Message, skeleton: Mapping[str, Any]) -> dict[str, Any]:
 
 def _fresh(message: Message) -> ChatMessage:
     """A message ARS made (the summary) or one without a LlamaIndex origin."""
-    role = {"system": "system", "user": "user", "assistant": "assistant", "tool": "tool"}[
-        message.role
-    ]
+    role = _ROLES[message.role][0]
     kwargs: dict[str, Any] = {}  # ARS markers stay out: providers may reject unknown fields
     if message.tool_call_id is not None:
         kwargs["tool_call_id"] = message.tool_call_id
