@@ -1,4 +1,4 @@
-"""Configuration (R35): the ``summary_*`` fields of an agent's Context.
+"""Configuration: the ``summary_*`` fields of an agent's Context.
 
 Every field carries ``metadata={"admin_only": True, ...}`` so a settings UI can
 restrict who may change it. Values are validated on construction and raise
@@ -74,7 +74,7 @@ def _meta(description: str) -> dict[str, Any]:
 
 @attrs.frozen
 class SummaryConfig:
-    """The five summary fields of an agent's Context (R35), with the seed's defaults."""
+    """The five summary fields of an agent's Context, with the seed's defaults."""
 
     summary_threshold: float = attrs.field(
         default=100,

@@ -62,7 +62,7 @@ class CompactOptions(TypedDict, total=False):
 class Compressor:
     """ARS's engine: wraps main-model calls with two-level compression.
 
-    ``config`` holds the five Context fields (R35). ``estimator`` defaults to
+    ``config`` holds the five Context fields. ``estimator`` defaults to
     :class:`~ars_core.estimate.ApproxEstimator`; ``backend`` to an in-memory
     fsspec backend; ``summarizer`` to the deterministic
     :class:`~ars_core.summarize.ExtractiveSummarizer` (adapters pass the main
@@ -71,9 +71,9 @@ class Compressor:
     through the plugin registry (:mod:`ars_core.resolve`); ``estimator`` also
     takes an Estimator class or a plain counter ``messages -> int``.
     ``emitter`` receives every stream event. ``arg_char_limit`` and
-    ``truncate_tools`` are L1's internal constants (R11);
+    ``truncate_tools`` are L1's internal constants;
     ``summary_input_tokens`` bounds what the summary model reads (default:
-    half the entry threshold); ``is_overflow`` classifies model errors (R4).
+    half the entry threshold); ``is_overflow`` classifies model errors.
     ``stable_views`` (default on) keeps sending the kept messages in the form
     the last L2 request sent them, so prompt caches stay valid; ``False`` is
     the literal rule (below T every message goes out unchanged).
@@ -131,7 +131,7 @@ class Compressor:
         ``_summarization_event``; ``call_model(view)`` calls the main model.
         Exceptions of the main model propagate (after a ``failed`` event when a
         compression round had started); overflow errors trigger forced
-        compression first (R4).
+        compression first.
         """
         steps = flow(self, as_messages(messages), event, system, tools, thread=thread)
         return run_sync(steps, self._effects(call_model, summarizer, backend, emitter))
@@ -149,7 +149,7 @@ class Compressor:
         emitter: EventEmitter | None = None,
         thread: str | None = None,
     ) -> CallOutcome:
-        """Async twin of :meth:`call`: archive and summary run concurrently (R26)."""
+        """Async twin of :meth:`call`: archive and summary run concurrently."""
         steps = flow(self, as_messages(messages), event, system, tools, thread=thread)
         effects = self._effects(call_model, summarizer, backend, emitter)
         return await run_async(steps, AsyncEffects(effects))
@@ -172,7 +172,7 @@ class Compressor:
 
         For runtimes that fetch the context and call the model themselves (a
         LlamaIndex memory's ``get``). ``force=True`` is the forced path after a
-        context overflow (R4). ``response`` is ``None``. With ``hold_events``
+        context overflow. ``response`` is ``None``. With ``hold_events``
         nothing is delivered: the caller delivers ``outcome.events`` with
         :func:`deliver_event` once its own model call has succeeded or failed
         (:meth:`compact_round` does that bookkeeping).

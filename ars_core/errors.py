@@ -112,7 +112,7 @@ class ContextOverflowError(ArsError):
 
     Raised by runtimes without LangChain (and by :mod:`ars_core.testing`'s fake
     model); adapters map their framework's overflow errors onto it. The engine
-    treats it as the forced-compression signal (R4). ``tokens`` is the size of
+    treats it as the forced-compression signal. ``tokens`` is the size of
     the rejected request when known.
     """
 

@@ -1,4 +1,4 @@
-"""Token estimators: how big a request is, before sending it (R3).
+"""Token estimators: how big a request is, before sending it.
 
 An :class:`Estimator` counts a whole request — system message, tool schemas
 and messages. Estimates only drive triggering and trimming; the provider's
@@ -174,7 +174,7 @@ class CachingEstimator:
         extension when it holds the same (or equal) messages at the first, the
         middle and the last ``HISTORY_CHECK`` remembered positions, and only
         the appended messages are counted. That is the contract: histories
-        grow at the end, and edits happen near it (R43 trims the tail). After
+        grow at the end, and edits happen near it (where the overflow tail trim works). After
         editing older messages in place call :meth:`forget_history`; use
         :meth:`count_messages` for sequences that are not histories.
         """

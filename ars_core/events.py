@@ -1,7 +1,7 @@
 """The event model: what L2 persists, and what every compression round reports.
 
 ``SummarizationEvent`` is the ``_summarization_event`` record kept in the
-agent's state (R24, R25): the *cumulative, global* cutoff into the state
+agent's state: the *cumulative, global* cutoff into the state
 messages, the summary message, and the history file's path when the archive
 write succeeded. :func:`effective_messages` rebuilds "latest summary +
 messages after the cutoff"; :func:`to_global_cutoff` converts a cutoff chosen
@@ -9,7 +9,7 @@ in the effective messages into a global one across chained summaries. Both
 records serialise to plain JSON (:meth:`SummarizationEvent.to_dict`) so any
 checkpointer can store them.
 
-``CompressionEvent`` is one stream record of a compression round (R30-R32):
+``CompressionEvent`` is one stream record of a compression round:
 ``started``, then ``completed`` or ``failed``.
 """
 
@@ -55,7 +55,7 @@ class SummarizationEvent:
     ``cutoff`` is the number of state messages the summary replaces (a global,
     cumulative index: ``state[cutoff:]`` follow the summary). ``file_path`` is
     the virtual path of the archive holding ``state[previous_cutoff:cutoff]``,
-    or ``None`` when that write failed (R40).
+    or ``None`` when that write failed.
     """
 
     cutoff: int
@@ -109,7 +109,7 @@ class SummarizationEvent:
 
 def effective_messages(state: Sequence[Message], event: SummarizationEvent | None) -> list[Message]:
     """``[event.summary_message] + state[event.cutoff:]``, or the state when there
-    is no event (R10, R24). A new list; ``state`` is untouched."""
+    is no event. A new list; ``state`` is untouched."""
     if event is None:
         return list(state)
     return [event.summary_message, *state[event.cutoff :]]
@@ -155,7 +155,7 @@ def sent_forms_of(
 
 
 def to_global_cutoff(local_cutoff: int, event: SummarizationEvent | None) -> int:
-    """Convert a cutoff into the effective messages into a global one (R25).
+    """Convert a cutoff into the effective messages into a global one.
 
     With an event, effective index 0 is the summary and index ``i >= 1`` is
     state index ``event.cutoff + i - 1``.
@@ -169,10 +169,10 @@ def to_global_cutoff(local_cutoff: int, event: SummarizationEvent | None) -> int
 
 @attrs.frozen
 class CompressionEvent:
-    """One stream record of a compression round (R30-R32).
+    """One stream record of a compression round.
 
     ``level`` is the deepest level the round reached. ``cutoff`` and
-    ``file_path`` are set only on an L2 ``completed``/``failed`` record (R31):
+    ``file_path`` are set only on an L2 ``completed``/``failed`` record:
     an L1-only ``completed`` carries neither, so consumers can tell the level.
     """
 

@@ -1,22 +1,22 @@
-"""File backends: where offloaded tool results and archived history go (R36-R38).
+"""File backends: where offloaded tool results and archived history go.
 
 Messages only ever see *virtual* paths such as
 ``outputs/large_tool_results/bash-<sha256>.txt``; a backend maps them onto a
 real filesystem under its root and a per-thread scope, so no host path ever
-reaches the model (R37). Every path is checked: no absolute paths, no ``..``,
+reaches the model. Every path is checked: no absolute paths, no ``..``,
 no writes into read-only areas (the public ``skills`` area by default).
 
-File names are content hashes (R38). Nothing is redacted or encrypted: the
+File names are content hashes. Nothing is redacted or encrypted: the
 files have the same sensitivity as the conversation itself.
 
-Every file is written whole or not at all (R52): on a local disk (and any
+Every file is written whole or not at all: on a local disk (and any
 filesystem that can rename) the bytes go to a temporary name in the same folder
 and are renamed into place; on object stores one PUT is already atomic. A file
 that already holds exactly the bytes to write is left alone, so a new process
 does not rewrite what an earlier one wrote; a torn file left by an older version
 (wrong size, or wrong content where comparing is cheap) is rewritten.
 
-Text is stored as UTF-8 with the ``surrogatepass`` error handler (R53): any
+Text is stored as UTF-8 with the ``surrogatepass`` error handler: any
 Python ``str``, lone surrogates included, is written and read back exactly;
 text without surrogates is plain UTF-8.
 """
@@ -68,7 +68,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 def encode_text(text: str) -> bytes:
-    """The bytes ARS stores for ``text``: UTF-8, lone surrogates passed through (R53)."""
+    """The bytes ARS stores for ``text``: UTF-8, lone surrogates passed through."""
     return text.encode(TEXT_ENCODING, TEXT_ERRORS)
 
 
@@ -108,7 +108,7 @@ class FileBackend(Protocol):
 
 
 def sanitize_name(name: str, *, default: str = "tool", max_length: int = 64) -> str:
-    """Make a tool name safe to use inside a file name (R37).
+    """Make a tool name safe to use inside a file name.
 
     Anything but letters, digits, ``_``, ``.`` and ``-`` becomes ``_``; leading
     dots are dropped so ``..`` can never survive.
@@ -135,7 +135,7 @@ def scope_name(scope: str) -> str:
 def check_path(
     path: str, *, write: bool = False, read_only: Sequence[str] = DEFAULT_READ_ONLY
 ) -> str:
-    """Validate a virtual path and return it normalised (R37).
+    """Validate a virtual path and return it normalised.
 
     Raises :class:`~ars_core.errors.PathBoundaryError` for an empty path, a NUL
     byte, a backslash, an absolute path or drive, a ``~`` home path, any ``..``
@@ -171,7 +171,7 @@ class FsspecBackend:
     ``url`` is an fsspec URL naming the root (``memory://ars``, ``file:///srv/ars``,
     ``s3://bucket/prefix``...); ``storage_options`` go to the filesystem.
     :meth:`scoped` gives the backend of one conversation thread; a sub-agent
-    uses its parent thread's scope so both see the same files (R36).
+    uses its parent thread's scope so both see the same files.
     """
 
     def __init__(

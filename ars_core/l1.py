@@ -1,15 +1,15 @@
-"""L1: temporary structural trimming of one request's view (R10-R14).
+"""L1: temporary structural trimming of one request's view.
 
 Pure functions over a copy of the effective messages; the state is never
 touched. Two actions:
 
 * every ``write_file``/``edit_file`` call argument longer than ``arg_char_limit``
-  (2,000 characters) becomes a truncation marker in the copy (R11);
+  (2,000 characters) becomes a truncation marker in the copy;
 * every tool result above ``summary_tool_result_token_limit`` estimated tokens
   is written in full to ``outputs/large_tool_results/<tool>-<sha256>.txt``
   and, in the copy, replaced by that path and a preview that fits the same
-  token budget (R12). A message already carrying the offload marker is left
-  as it is, and the same content always maps to the same path (R13).
+  token budget. A message already carrying the offload marker is left
+  as it is, and the same content always maps to the same path.
 
 :func:`plan_l1` returns the view *as if* every write succeeds plus the writes
 to make; :meth:`L1Plan.finalize` puts the original message back wherever its
@@ -46,11 +46,11 @@ __all__ = [
     "truncation_marker",
 ]
 
-#: R11: argument values longer than this are truncated in the view (an internal constant)
+#: argument values longer than this are truncated in the view (an internal constant)
 ARG_CHAR_LIMIT = 2000
-#: R11: the tools whose large arguments are truncated
+#: the tools whose large arguments are truncated
 TRUNCATE_TOOLS: tuple[str, ...] = ("write_file", "edit_file")
-#: R12: where offloaded tool results go
+#: where offloaded tool results go
 LARGE_TOOL_RESULTS_DIR = "outputs/large_tool_results"
 
 

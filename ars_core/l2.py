@@ -1,15 +1,15 @@
-"""L2: history summary (R20-R26, R40-R43), as pure functions.
+"""L2: history summary, as pure functions.
 
 * :func:`select_cutoff` picks where the summarized part ends in the effective
   messages: it keeps the latest ``summary_keep_messages`` and never separates
-  an assistant's tool calls (parallel ones included) from their results (R21).
+  an assistant's tool calls (parallel ones included) from their results.
 * :func:`history_file` renders the *original* messages being summarized as a
-  lossless JSONL archive under ``outputs/conversation_history/`` (R23);
+  lossless JSONL archive under ``outputs/conversation_history/``;
   :func:`read_history` reads one back.
 * :func:`build_summary_message` makes the summary message, including the
-  error text when the summary model failed (R41).
+  error text when the summary model failed.
 * :func:`trim_tail` shortens kept messages further when the window still
-  exceeds capacity (R22, R43); each trimmed message's original goes to a file
+  exceeds capacity; each trimmed message's original goes to a file
   and its trimmed form is returned to be persisted by id.
 """
 
@@ -36,9 +36,9 @@ __all__ = [
     "trim_tail",
 ]
 
-#: R23: where archived history goes
+#: where archived history goes
 HISTORY_DIR = "outputs/conversation_history"
-#: R43: where the originals of tail messages trimmed under overflow go
+#: where the originals of tail messages trimmed under overflow go
 TRIMMED_DIR = "outputs/trimmed_messages"
 
 
@@ -60,7 +60,7 @@ def select_cutoff(messages: Sequence[Message], keep: int, *, start: int = 0) -> 
     ``start`` is 1 when ``messages[0]`` is the previous summary. Prefers keeping
     at least ``keep`` messages; moves the cut earlier so that no tool call is
     separated from its results, and only when that leaves nothing to summarize
-    moves it later. ``None`` when no valid cutoff exists (R42).
+    moves it later. ``None`` when no valid cutoff exists.
     """
     n = len(messages)
     if n - start <= keep:
@@ -118,7 +118,7 @@ def build_summary_message(
     error: str | None = None,
     fallback: str | None = None,
 ) -> Message:
-    """The summary message that stands for ``state[:cutoff]`` (R24, R41).
+    """The summary message that stands for ``state[:cutoff]``.
 
     When the summary model failed, the message holds the error text (and the
     deterministic ``fallback`` summary when one was made), never nothing.

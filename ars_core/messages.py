@@ -42,13 +42,13 @@ __all__ = [
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
 
-#: metadata key: the virtual path a tool result's full text was offloaded to (L1, R12/R13)
+#: metadata key: the virtual path a tool result's full text was offloaded to (L1)
 MARK_OFFLOADED = "ars_offloaded"
-#: metadata key: number of tool-call arguments truncated in this copy (L1, R11)
+#: metadata key: number of tool-call arguments truncated in this copy (L1)
 MARK_TRUNCATED_ARGS = "ars_truncated_args"
-#: metadata key: this message is an ARS summary (L2, R24)
+#: metadata key: this message is an ARS summary (L2)
 MARK_SUMMARY = "ars_summary"
-#: metadata key: this message's content was trimmed under overflow (R43); value is the path
+#: metadata key: this message's content was trimmed under overflow; value is the path
 MARK_TRIMMED = "ars_trimmed"
 
 

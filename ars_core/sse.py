@@ -1,6 +1,6 @@
-"""Server-sent events framing for compression events (R33).
+"""Server-sent events framing for compression events.
 
-SSE is notification only: the checkpoint is the source of truth (R44).
+SSE is notification only: the checkpoint is the source of truth.
 """
 
 from __future__ import annotations

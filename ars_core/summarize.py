@@ -1,9 +1,9 @@
-"""Summarizers: turn older history into one summary text (R23, R27, R41).
+"""Summarizers: turn older history into one summary text.
 
 A :class:`Summarizer` takes the *cleaned* history (L1 previews instead of huge
 tool results) and the ``summary_prompt`` template, and returns the summary text
-with the summary call's own token usage, kept apart from the main model's
-(R27). :class:`AsyncSummarizer` is the async twin; the engine runs a sync one
+with the summary call's own token usage, kept apart from the main model's.
+:class:`AsyncSummarizer` is the async twin; the engine runs a sync one
 in a worker thread on the async path.
 
 :func:`condense_history` bounds what the summary model reads: when the history

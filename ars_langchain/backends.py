@@ -1,4 +1,4 @@
-"""File backends for the LangChain adapter (R36, R37).
+"""File backends for the LangChain adapter.
 
 * :class:`DeepAgentsFileBackend` adapts a deepagents ``BackendProtocol`` (the
   backend behind the agent's own ``ls``/``read_file`` tools) to the core
@@ -36,7 +36,7 @@ def is_deepagents_backend(obj: Any) -> bool:
 class DeepAgentsFileBackend:
     """A core file backend over a deepagents ``BackendProtocol``.
 
-    Paths are checked with :func:`ars_core.check_path` (R37) and mapped to
+    Paths are checked with :func:`ars_core.check_path` and mapped to
     ``/<path>``. Writes overwrite (``upload_files``, falling back to
     ``write``); a ``StateBackend`` must be used inside the graph run, which is
     where the middleware calls it.

@@ -80,7 +80,8 @@ _CLASS_OF_TYPE: dict[str, type[BaseMessage]] = {
 }
 # fields carried by the core Message itself (not duplicated in metadata["lc"])
 _CORE_FIELDS = frozenset({"content", "id", "name", "tool_calls", "tool_call_id", "type"})
-# raw provider copies of the tool calls: dropped when the tool calls changed (L1/R43)
+# raw provider copies of the tool calls: dropped when the tool calls changed (by L1 or
+# the overflow tail trim)
 _RAW_CALL_KEYS = ("tool_calls", "function_call")
 
 
@@ -234,7 +235,7 @@ def from_core(message: Message) -> BaseMessage:
 
 
 def tool_schemas(tools: Sequence[Any]) -> list[Any]:
-    """Tool schemas as the model sees them (OpenAI function format), for the estimate (R3)."""
+    """Tool schemas as the model sees them (OpenAI function format), for the estimate."""
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
     out: list[Any] = []
@@ -283,8 +284,8 @@ class HistoryConverter:
             n_prev, n = len(prev_lc), len(messages)
             keep = 0
             # the common case: the same objects, history appended. Every position is
-            # checked because a message may be replaced in the middle (R43 replaces by
-            # id; other middleware may remove messages); list equality compares by
+            # checked because a message may be replaced in the middle (the overflow tail
+            # trim replaces by id; other middleware may remove messages); list equality compares by
             # identity first, at C speed, and by value only where objects differ.
             head = messages[:n_prev]
             if (

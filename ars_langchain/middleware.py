@@ -5,15 +5,15 @@ Add one middleware to ``langchain.agents.create_agent`` (or deepagents'
 :class:`ars_core.Compressor`:
 
 * below the entry threshold the model gets the effective messages and the
-  middleware returns the model response unchanged (R1);
-* L1 trims a copy of the request (R10-R14); L2 summarizes older history and
+  middleware returns the model response unchanged;
+* L1 trims a copy of the request; L2 summarizes older history and
   persists its event by returning ``ExtendedModelResponse(response,
   Command(update={"_summarization_event": {...}}))`` - state messages are
-  never rewritten (R5), except the tail messages trimmed under overflow,
-  which are replaced *by id* so the next checkpoint matches what was sent (R43);
+  never rewritten, except the tail messages trimmed under overflow,
+  which are replaced *by id* so the next checkpoint matches what was sent;
 * a ``ContextOverflowError`` (langchain-core's) or a provider 400/413
-  "prompt is too long" error from the model is the forced-compression signal (R4);
-* ``started``/``completed``/``failed`` events go to the custom stream (R30-R32).
+  "prompt is too long" error from the model is the forced-compression signal;
+* ``started``/``completed``/``failed`` events go to the custom stream.
 
 The event is a plain JSON dict (:meth:`ars_core.SummarizationEvent.to_dict`)
 under the private state key ``_summarization_event``: kept in the checkpoint,
@@ -183,7 +183,7 @@ class _Call:
 class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
     """Two-level context compression (ARS) as a LangChain agent middleware.
 
-    ``config`` fixes the five ``summary_*`` fields (R35); when it is ``None``
+    ``config`` fixes the five ``summary_*`` fields; when it is ``None``
     they come from the runtime context of each run (``context_schema`` with
     ``summary_*`` attributes, or a mapping), falling back to the defaults.
     Context fields always override ``config`` when ``use_context`` is true.
@@ -193,7 +193,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
     summarizer. ``backend`` is where files go: a core backend, a deepagents
     ``BackendProtocol`` (files land where the agent's ``read_file`` reads), or
     a factory called with the runtime; default: an in-memory fsspec backend.
-    An unscoped fsspec backend is scoped to the thread id (R36). A
+    An unscoped fsspec backend is scoped to the thread id. A
     ``file_backend`` field of the runtime context wins over all of these.
 
     ``on_event`` receives every compression event (they also go to the custom
@@ -256,14 +256,14 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
     def from_context(
         cls, context: Any, *, model: Any = None, **kwargs: Any
     ) -> ArsSummarizationMiddleware:
-        """R50: build from a Context object's ``summary_*`` fields and the main model
+        """Build from a Context object's ``summary_*`` fields and the main model
         (``model=None``: the agent's current main model at call time)."""
         return cls(SummaryConfig.from_context(context), model=model, **kwargs)
 
     def for_subagent(
         self, *, model: Any = None, config: SummaryConfig | None = None, name: str | None = None
     ) -> ArsSummarizationMiddleware:
-        """The middleware of a sub-agent (R36, R50): same config, backend, estimator
+        """The middleware of a sub-agent: same config, backend, estimator
         and callbacks; the sub-agent's own main model summarizes unless ``model``
         is given. Runs with the parent's ``thread_id`` share the parent's file scope."""
         return type(self)(
@@ -378,7 +378,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
                     session.converter.remember(
                         session.event.summary_message, from_core(session.event.summary_message)
                     )
-            # system message and tool schemas (R3), cached while unchanged
+            # system message and tool schemas, cached while unchanged
             system_src = request.system_message
             if system_src is not session.system_src and system_src != session.system_src:
                 session.system = to_core(system_src) if system_src is not None else None
@@ -421,7 +421,11 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         for index, message in update.replaced:
             lc = from_core(message)
             if lc.id is None:  # add_messages can only replace by id
-                log.warning("ARS: trimmed message %d has no id; it is not persisted (R43)", index)
+                log.warning(
+                    "ARS: overflow tail trim: message %d has no id; its trimmed form is not "
+                    "persisted",
+                    index,
+                )
                 continue
             replaced.append(lc)
         if replaced:

@@ -1,4 +1,4 @@
-"""Compression events on LangGraph's custom stream, and SSE framing (R30-R33).
+"""Compression events on LangGraph's custom stream, and SSE framing.
 
 The middleware writes each :class:`~ars_core.CompressionEvent` as a plain dict
 (``{"type": "context_compression", "phase": ..., ...}``) through
@@ -6,14 +6,14 @@ The middleware writes each :class:`~ars_core.CompressionEvent` as a plain dict
 ``stream_mode="custom"``. :func:`sse_frames` / :func:`asse_frames` turn an
 agent's ``stream``/``astream`` output into server-sent events:
 
-* a compression event -> ``event: context_compression`` (R33);
+* a compression event -> ``event: context_compression``;
 * a model token (``stream_mode="messages"``) -> ``event: token``; a tool
   result on that stream -> ``event: tool``;
 * any other custom payload -> ``event: custom``;
 * a node update (``stream_mode="updates"``) -> ``event: update`` naming the node;
 * at the end, ``event: end``.
 
-SSE is a notification channel only: the checkpoint is the source of truth (R44).
+SSE is a notification channel only: the checkpoint is the source of truth.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The summary model call (R23, R27): a LangChain chat model as a core summarizer.
+"""The summary model call: a LangChain chat model as a core summarizer.
 
 The call is tagged ``TAG_NOSTREAM`` so none of its tokens reach
 ``stream_mode="messages"``; its ``usage_metadata`` becomes the

@@ -1,10 +1,10 @@
-"""The forced path for LlamaIndex (R4): compact on a context-length error, retry.
+"""The forced path for LlamaIndex: compact on a context-length error, retry.
 
 * :class:`ArsFunctionAgent` — a drop-in ``FunctionAgent`` for an
   :class:`~ars_llamaindex.ArsMemory`:
 
   - binds the agent's LLM as the summary model (unless the memory has one),
-    and its system prompt and tool schemas into the request estimate (R3);
+    and its system prompt and tool schemas into the request estimate;
   - writes each tool round (the assistant's tool calls and their results) to
     the memory as soon as it completes, instead of at the end of the run, so
     the tool results of the current run are compressed too (a plain
@@ -65,7 +65,7 @@ def call_with_compaction(
     tools: Sequence[Any] | None = None,
 ) -> T:
     """``call(system + memory view)``; on a context-length error, force L2 and
-    call once more with the new view (R4). ``system_prompt`` and ``tools``
+    call once more with the new view. ``system_prompt`` and ``tools``
     count in the estimate; the system prompt is prepended to the view."""
     view = memory.get(system_prompt=system_prompt, tools=tools)
     try:
@@ -170,7 +170,7 @@ class ArsFunctionAgent(FunctionAgent):
         except Exception as exc:
             if not memory.is_context_length_error(exc):
                 raise
-        # R4: forced compaction, then one retry with the new view
+        # forced compaction, then one retry with the new view
         head = (
             llm_input[:1]
             if (

@@ -337,7 +337,7 @@ def from_core_messages(
 
 def tool_schemas(tools: Sequence[Any] | None) -> list[Any] | None:
     """Tool schemas as the model sees them (OpenAI function JSON for LlamaIndex
-    tools; mappings and strings pass through), for the request estimate (R3)."""
+    tools; mappings and strings pass through), for the request estimate."""
     if not tools:
         return None
     out: list[Any] = []

@@ -1,4 +1,4 @@
-"""Compression events through LlamaIndex instrumentation (R30-R33).
+"""Compression events through LlamaIndex instrumentation.
 
 Every core :class:`~ars_core.CompressionEvent` of a memory is dispatched as one
 of three :class:`BaseEvent` subclasses on the ``ars_llamaindex`` dispatcher
@@ -7,7 +7,7 @@ of three :class:`BaseEvent` subclasses on the ``ars_llamaindex`` dispatcher
 :class:`ArsCompressionStartedEvent`, :class:`ArsCompressionCompletedEvent`,
 :class:`ArsCompressionFailedEvent`. ``payload`` is exactly
 ``CompressionEvent.to_dict()`` (what an SSE ``context_compression`` frame
-carries, R33); ``chat_store_key`` names the conversation.
+carries); ``chat_store_key`` names the conversation.
 
 The same payload goes to the memory's optional ``on_event`` callback.
 """
@@ -64,7 +64,7 @@ class ArsCompressionEvent(BaseEvent):
 
 
 class ArsCompressionStartedEvent(ArsCompressionEvent):
-    """A compression round started (R2, R4)."""
+    """A compression round started."""
 
     phase: ClassVar[str] = "started"
 
@@ -74,7 +74,7 @@ class ArsCompressionStartedEvent(ArsCompressionEvent):
 
 
 class ArsCompressionCompletedEvent(ArsCompressionEvent):
-    """A round completed; an L1-only one carries no ``cutoff``/``file_path`` (R31)."""
+    """A round completed; an L1-only one carries no ``cutoff``/``file_path``."""
 
     phase: ClassVar[str] = "completed"
 
@@ -84,7 +84,7 @@ class ArsCompressionCompletedEvent(ArsCompressionEvent):
 
 
 class ArsCompressionFailedEvent(ArsCompressionEvent):
-    """A round that had started ended with an exception (R32)."""
+    """A round that had started ended with an exception."""
 
     phase: ClassVar[str] = "failed"
 

@@ -12,7 +12,7 @@ Storage layout in the chat store (one conversation = one ``chat_store_key``):
       {"ars_event_version": 1,
        "event": SummarizationEvent.to_dict(),       # cutoff, summary, file_path...
        "anchor": {"first": sha, "last": sha},        # hashes of state[0], state[cutoff-1]
-       "replaced": [{"index", "sha", "message"}]}    # R43 tail trims, applied to the view only
+       "replaced": [{"index", "sha", "message"}]}    # tail trims, applied to the view only
 
   The last record is the current event; older ones stay as the chain of
   summaries. A new process with the same store rebuilds the same view from it.
@@ -22,7 +22,7 @@ Storage layout in the chat store (one conversation = one ``chat_store_key``):
 to files, huge ``write_file``/``edit_file`` arguments truncated), L2 when the
 request is still too big — the new event is appended to the log before
 ``get`` returns. ``compact(force=True)`` is the forced path after the LLM
-raised a context-length error (R4).
+raised a context-length error.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ class ArsMemory(BaseMemory):
     """Chat memory that stores everything and hands the model a compressed view.
 
     Build it with :meth:`from_defaults`. ``system_prompt`` and ``tools`` (the
-    agent's, when known) count toward the request estimate (R3);
+    agent's, when known) count toward the request estimate;
     ``get(system_prompt=..., tools=...)`` overrides them for one call.
     """
 
@@ -155,7 +155,7 @@ class ArsMemory(BaseMemory):
         # a URL or a registered name resolves through the plugin registry
         root: FileBackend = resolve_backend(file_backend) or FsspecBackend("memory://ars")
         scoped = getattr(root, "scoped", None)
-        self._files = scoped(chat_store_key) if callable(scoped) else root  # R36: one scope per key
+        self._files = scoped(chat_store_key) if callable(scoped) else root  # one scope per key
         self._summarizer_explicit = summarizer is not None or llm is not None
         if summarizer is None and llm is not None:
             summarizer = LLMSummarizer(llm, estimator=estimator)
@@ -194,7 +194,7 @@ class ArsMemory(BaseMemory):
         """Build a memory.
 
         ``config`` is a :class:`~ars_core.SummaryConfig`, or a mapping / agent
-        Context object with ``summary_*`` fields (R35, R50); ``summary_*``
+        Context object with ``summary_*`` fields; ``summary_*``
         keyword arguments override single fields. ``llm`` is the summary model
         (LlamaIndex ``LLM``; pass the agent's own, or let :class:`ArsFunctionAgent`
         bind it); ``summarizer`` any core summarizer instead; with neither, the
@@ -256,7 +256,7 @@ class ArsMemory(BaseMemory):
         return self.chat_store_key + EVENT_KEY_SUFFIX
 
     def is_context_length_error(self, exc: BaseException) -> bool:
-        """Whether ``exc`` is the LLM saying the request is too long (R4)."""
+        """Whether ``exc`` is the LLM saying the request is too long."""
         return self._is_overflow(exc)
 
     def bind_agent(
@@ -309,7 +309,7 @@ class ArsMemory(BaseMemory):
             for item in record.get("replaced") or ():
                 i = int(item["index"])
                 if event.cutoff <= i < len(chat) and item.get("sha") == _sha(chat[i]):
-                    core[i] = message_from_dict(item["message"])  # R43: what was actually sent
+                    core[i] = message_from_dict(item["message"])  # what was actually sent
                     replaced.add(i)
         # identity of the (live) core message -> its stored original, for exact round trips
         originals = {
@@ -408,7 +408,7 @@ class ArsMemory(BaseMemory):
     def compact(
         self, *, force: bool = False, system_prompt: Any = None, tools: Any = None
     ) -> list[ChatMessage]:
-        """The compressed view; ``force=True`` runs L2 now (R4, after a
+        """The compressed view; ``force=True`` runs L2 now (after a
         context-length error). Events are delivered at once."""
         rnd = self.compact_round(force=force, system_prompt=system_prompt, tools=tools)
         rnd.succeeded()
@@ -425,7 +425,7 @@ class ArsMemory(BaseMemory):
     # ------------------------------------------------------------ BaseMemory
 
     def get(self, input: str | None = None, **kwargs: Any) -> list[ChatMessage]:
-        """The compressed view for the next model call (R1, R2, R10-R14, R20-R25).
+        """The compressed view for the next model call.
 
         Accepts ``system_prompt=`` and ``tools=`` to count in the estimate.
         """

@@ -1,4 +1,4 @@
-"""A core summarizer over any LlamaIndex ``LLM`` (R23, R27).
+"""A core summarizer over any LlamaIndex ``LLM``.
 
 :class:`LLMSummarizer` renders the cleaned history into ``summary_prompt``
 (one user message; an optional system prompt before it) and calls
@@ -8,7 +8,7 @@ handlers can tell it from the agent's own calls, and it is never part of the
 agent's event stream (the memory calls the LLM directly, not through the
 workflow). Its token usage is the provider's when the response reports it
 (``raw["usage"]`` or ``additional_kwargs``), else an estimate; it goes into
-the summarization event, never into the main model's usage (R27).
+the summarization event, never into the main model's usage.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ not requirement numbers. Here the markers are read from the test sources
 from __future__ import annotations
 
 import ast
+import re
 
 import pytest
 
@@ -109,3 +110,16 @@ def test_valid_spec_markers_pass_the_collection_check() -> None:
     anyio = pytest.mark.anyio.mark
     check_spec_marker(_Item(spec_mark("R2", "R20"), anyio), {"R2", "R20"})  # type: ignore[arg-type]
     check_spec_marker(_Item(spec_mark("R77")), None)  # type: ignore[arg-type]
+
+
+def test_package_code_names_behaviours_not_requirement_numbers() -> None:
+    """Code, docstrings and log messages of the packages say what a behaviour
+    is; the link to SPEC.md lives in the tests' markers."""
+    numbered = [
+        f"{path.relative_to(REPO_ROOT)}:{n}: {line.strip()}"
+        for package in ("ars_core", "ars_langchain", "ars_llamaindex")
+        for path in sorted((REPO_ROOT / package).rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"\bR\d+\b", line)
+    ]
+    assert numbered == []
