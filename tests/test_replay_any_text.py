@@ -8,7 +8,6 @@ must succeed and the files it writes must give back exactly the recorded text.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,8 +16,8 @@ from typing import Any
 import pytest
 
 from ars_core import read_history
+from tests.procs import repo_env
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 HALF = json.loads('"\\ud83d"')
 
 
@@ -48,15 +47,11 @@ def test_replay_of_a_run_with_lone_surrogates_and_nul_writes_exact_files(
     """The command exits 0; the offloaded tool result and the archived messages,
     read back from disk, are exactly the recorded strings."""
     records = _run(tmp_path)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(
-        os.pathsep
-    )
     result = subprocess.run(
         [sys.executable, "-m", "ars_core", "replay", "run.jsonl", "--threshold", "1",
          "--keep", "2", "--json", "--out", "out"],
         cwd=tmp_path,
-        env=env,
+        env=repo_env(),
         capture_output=True,
         text=True,
         timeout=300,

@@ -1,0 +1,131 @@
+"""Files are crash-safe (R52): a writer killed mid-write leaves no partial file
+under the final name, and a reader in another process never sees one.
+
+The writer and the reader are separate processes (``tests.core._files_procs``):
+the writer offloads a ~4 MB tool result through ``Compressor.call`` with slowed,
+streamed writes; the test kills it with SIGKILL while a partial file is on disk,
+then lets a fresh writer finish. The reader reads the final path all along.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.core._files_procs import TOOL, big_text
+from tests.procs import REPO_ROOT, repo_env
+from tests.servers import S3Server
+
+LINES = 70_000  # ~4.2 MB
+
+
+def _spawn(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.core._files_procs", *args],
+        cwd=REPO_ROOT,
+        env=repo_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for_line(proc: subprocess.Popen[str], expected: str) -> None:
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    assert line == expected, (line, proc.stderr.read() if proc.stderr else "")
+
+
+def _expected() -> tuple[bytes, str, str]:
+    data = big_text(LINES).encode("utf-8")
+    digest = hashlib.sha256(data).hexdigest()
+    return data, digest, f"outputs/large_tool_results/{TOOL}-{digest}.txt"
+
+
+def _finish(url: str, options: str) -> None:
+    """A fresh writer that is not killed."""
+    writer = _spawn("write", url, options, str(LINES), "1")
+    out, err = writer.communicate(timeout=120)
+    assert writer.returncode == 0 and out.split() == ["writing", "done"], err
+
+
+def _stop_reader(reader: subprocess.Popen[str], stop: Path) -> list[str]:
+    time.sleep(0.3)  # a few reads of the finished file
+    stop.touch()
+    out, err = reader.communicate(timeout=60)
+    assert reader.returncode == 0, err
+    seen: list[str] = json.loads(out)
+    return seen
+
+
+@pytest.mark.spec("R52", "R12")
+def test_a_killed_writer_leaves_no_partial_file_and_a_reader_never_sees_one(
+    tmp_path: Path,
+) -> None:
+    """Local directory: SIGKILL while the offload is half on disk leaves nothing
+    under the final name; the reader process sees only "absent" or the whole file,
+    and a fresh writer then completes it."""
+    root = tmp_path / "files"
+    root.mkdir()
+    url, options = root.as_uri(), "{}"
+    data, digest, path = _expected()
+    stop = tmp_path / "stop"
+    reader = _spawn("read", url, options, path, str(stop))
+    writer = _spawn("write", url, options, str(LINES), "1")
+    _wait_for_line(writer, "writing")
+    partial: list[Path] = []
+    deadline = time.monotonic() + 60
+    while not partial and time.monotonic() < deadline:
+        partial = [p for p in root.rglob("*") if p.is_file() and 0 < p.stat().st_size < len(data)]
+        time.sleep(0.002)
+    writer.send_signal(signal.SIGKILL)
+    writer.wait(timeout=30)
+    assert partial, "the writer never had a partial file on disk"
+    assert writer.returncode == -signal.SIGKILL
+    target = root / path
+    assert not target.exists()  # killed mid-write: nothing under the final name
+    assert all(p.name.startswith(f".{target.name}.") for p in partial)  # only a temporary
+
+    _finish(url, options)
+    assert target.read_bytes() == data
+    seen = _stop_reader(reader, stop)
+    assert "absent" in seen and digest in seen
+    assert set(seen) == {"absent", digest}  # never a part of the file
+
+
+@pytest.mark.spec("R52", "R12")
+def test_a_killed_writer_on_s3_leaves_no_partial_object(
+    tmp_path: Path, s3_endpoint: S3Server
+) -> None:
+    """S3 (moto server): a writer killed during its slowed upload leaves no object
+    or the whole one; the reader process never sees a part; a fresh writer
+    completes it."""
+    bucket = s3_endpoint.create_bucket()
+    storage_options: dict[str, Any] = s3_endpoint.storage_options()
+    url, options = f"s3://{bucket}/files", json.dumps(storage_options)
+    data, digest, path = _expected()
+    stop = tmp_path / "stop"
+    reader = _spawn("read", url, options, path, str(stop))
+    writer = _spawn("write", url, options, str(LINES), "1")
+    _wait_for_line(writer, "writing")
+    time.sleep(1.5)  # estimating done, the upload under way
+    writer.send_signal(signal.SIGKILL)
+    writer.wait(timeout=30)
+    assert writer.returncode == -signal.SIGKILL
+    client = s3_endpoint.client()
+    listed = client.list_objects_v2(Bucket=bucket).get("Contents", [])
+    assert all(obj["Size"] == len(data) for obj in listed)  # absent, or whole
+
+    _finish(url, options)
+    body = client.get_object(Bucket=bucket, Key=f"files/{path}")["Body"].read()
+    assert body == data
+    seen = _stop_reader(reader, stop)
+    assert digest in seen and set(seen) <= {"absent", digest}
