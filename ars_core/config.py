@@ -7,6 +7,7 @@ restrict who may change it. Values are validated on construction and raise
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -33,6 +34,11 @@ DEFAULT_SUMMARY_PROMPT = """你是一个负责压缩长对话上下文的助手�
 </messages>"""
 
 
+#: the default summary bound is 1/8 of the entry threshold, kept within these
+SUMMARY_TOKENS_FLOOR = 1024
+SUMMARY_TOKENS_CAP = 4096
+
+
 def _positive_int(field: str) -> Any:
     def check(_: Any, __: Any, value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -42,10 +48,25 @@ def _positive_int(field: str) -> Any:
 
 
 def _threshold(_: Any, __: Any, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not value > 0
+        or not math.isfinite(value * 1024)
+    ):
         raise ConfigError(
-            "summary_threshold", value, "must be a positive number of K tokens (x1024)"
+            "summary_threshold", value, "must be a finite, positive number of K tokens (x1024)"
         )
+
+
+def _optional_positive_int(field: str) -> Any:
+    check = _positive_int(field)
+
+    def optional(instance: Any, attribute: Any, value: Any) -> None:
+        if value is not None:
+            check(instance, attribute, value)
+
+    return optional
 
 
 def _prompt(_: Any, __: Any, value: Any) -> None:
@@ -59,7 +80,7 @@ def _prompt(_: Any, __: Any, value: Any) -> None:
 
 def _ratio(_: Any, __: Any, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value <= 1):
-        raise ConfigError("summary_l2_trigger_ratio", value, "must be in (0, 1]")
+        raise ConfigError("summary_l2_trigger_ratio", value, "must be a number in (0, 1]")
     if value < 0.1:
         warnings.warn(
             f"summary_l2_trigger_ratio={value} is below the recommended range 0.1-1.0",
@@ -74,7 +95,8 @@ def _meta(description: str) -> dict[str, Any]:
 
 @attrs.frozen
 class SummaryConfig:
-    """The five summary fields of an agent's Context, with the seed's defaults."""
+    """The summary fields of an agent's Context: the seed's five, with the
+    seed's defaults, and ``summary_max_tokens``, the bound on a summary."""
 
     summary_threshold: float = attrs.field(
         default=100,
@@ -105,6 +127,23 @@ class SummaryConfig:
             "share of the entry threshold above which, after L1, L2 runs (recommended 0.1-1.0)"
         ),
     )
+
+    summary_max_tokens: int | None = attrs.field(
+        default=None,
+        validator=_optional_positive_int("summary_max_tokens"),
+        metadata=_meta(
+            "largest summary kept, in tokens (longer ones are cut with a marker); "
+            "default: 1/8 of the entry threshold, at least 1,024 and at most 4,096"
+        ),
+    )
+
+    @property
+    def summary_token_limit(self) -> int:
+        """The bound on a summary's size: ``summary_max_tokens``, or 1/8 of ``T``
+        kept between 1,024 and 4,096 tokens."""
+        if self.summary_max_tokens is not None:
+            return self.summary_max_tokens
+        return min(SUMMARY_TOKENS_CAP, max(SUMMARY_TOKENS_FLOOR, self.threshold_tokens // 8))
 
     @property
     def threshold_tokens(self) -> int:

@@ -132,7 +132,11 @@ def run_sync(flow: Generator[Effect, Any, T], handlers: SyncEffects) -> T:
             effect = flow.send(value)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
-        value = dispatch(effect, handlers)
+        try:
+            value = dispatch(effect, handlers)
+        except BaseException as exc:
+            _interrupt(flow, exc, handlers)
+            raise
 
 
 async def run_async(flow: Generator[Effect, Any, T], handlers: AsyncEffects) -> T:
@@ -143,9 +147,27 @@ async def run_async(flow: Generator[Effect, Any, T], handlers: AsyncEffects) -> 
             effect = flow.send(value)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
-        value = dispatch(effect, handlers)
-        if inspect.isawaitable(value):
-            value = await value
+        try:
+            value = dispatch(effect, handlers)
+            if inspect.isawaitable(value):
+                value = await value
+        except BaseException as exc:
+            _interrupt(flow, exc, handlers)
+            raise
+
+
+def _interrupt(flow: Generator[Effect, Any, Any], exc: BaseException, handlers: Any) -> None:
+    """An effect was cancelled or failed outside the flow (a cancelled summary,
+    an interrupt in the model call): hand ``exc`` to the flow so that a started
+    round still reports ``failed``; the caller then re-raises ``exc``."""
+    try:
+        effect = flow.throw(exc)
+        while isinstance(effect, Emit):
+            handlers.emit(effect)
+            effect = flow.send(None)
+    except BaseException:  # the flow re-raised (``exc`` itself): the caller raises it
+        return
+    flow.close()
 
 
 class _Ledger:

@@ -9,6 +9,16 @@ in the effective messages into a global one across chained summaries. Both
 records serialise to plain JSON (:meth:`SummarizationEvent.to_dict`) so any
 checkpointer can store them.
 
+The event is *anchored* to the identity of the messages around its cutoff
+(the last message it summarizes and the first one it keeps: the message id,
+or a content hash where a message has none). :func:`check_event` verifies
+the anchor on every call, in constant time when nothing was edited; after an
+edit (messages removed, replaced, the history cleared) it re-anchors the
+event, and when the summarized messages cannot be found any more it drops
+the event rather than guess, so every state message the summary does not
+cover reaches the model. Events persisted before anchors existed are checked
+by position and adopt an anchor.
+
 ``CompressionEvent`` is one stream record of a compression round:
 ``started``, then ``completed`` or ``failed``.
 """
@@ -17,22 +27,27 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
 
+from .errors import MessageFormatError
 from .files import text_sha256
 from .messages import Message, message_from_dict, message_to_dict
 from .summarize import Usage
 
 __all__ = [
+    "Anchor",
     "CompressionEvent",
+    "EventCheck",
     "EventEmitter",
     "Level",
     "Phase",
     "SummarizationEvent",
     "apply_sent_forms",
+    "check_event",
     "describe_event",
     "effective_messages",
     "message_key",
@@ -49,13 +64,77 @@ def _now() -> str:
 
 
 @attrs.frozen
+class Anchor:
+    """The identity of the messages on both sides of an event's cutoff.
+
+    ``last`` is the :func:`message_key` of the last summarized message
+    (``state[cutoff - 1]``), ``next`` that of the first kept one
+    (``state[cutoff]``), ``None`` when there is no such message.
+    """
+
+    last: str | None
+    next: str | None
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {"last": self.last, "next": self.next}
+
+
+_KEY_CACHE = "ars_message_key"
+
+
+def message_key(message: Message) -> str:
+    """The identity of a state message: ``id:<id>`` when it has an id, else
+    ``sha:<hash>`` of its role, name, content, tool calls and tool-call id
+    (metadata excluded). Cached on the message, so each message is hashed once."""
+    if message.id:
+        return f"id:{message.id}"
+    cached = message._cache.get(_KEY_CACHE)
+    if cached is None:
+        body = message_to_dict(message)
+        body.pop("metadata", None)
+        text = json.dumps(body, ensure_ascii=False, sort_keys=True, default=repr)
+        cached = message._cache[_KEY_CACHE] = f"sha:{text_sha256(text)[:32]}"
+    return str(cached)
+
+
+def anchor_at(state: Sequence[Message], cutoff: int) -> Anchor:
+    """The anchor of a cutoff into ``state``."""
+    return Anchor(
+        last=message_key(state[cutoff - 1]) if 0 < cutoff <= len(state) else None,
+        next=message_key(state[cutoff]) if 0 <= cutoff < len(state) else None,
+    )
+
+
+def _event_error(reason: str) -> MessageFormatError:
+    return MessageFormatError(reason, source="summarization event")
+
+
+def _int_field(data: Mapping[str, Any], name: str, default: int | None = None) -> int:
+    value = data.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _event_error(f"{name} must be an integer, not {type(value).__name__}")
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        raise _event_error(f"{name} must be an integer, not {value!r}")
+    return int(value)
+
+
+def _opt_str(data: Mapping[str, Any], name: str) -> str | None:
+    value = data.get(name)
+    if value is not None and not isinstance(value, str):
+        raise _event_error(f"{name} must be a string or null, not {type(value).__name__}")
+    return value
+
+
+@attrs.frozen
 class SummarizationEvent:
     """The persisted L2 record (``_summarization_event``).
 
     ``cutoff`` is the number of state messages the summary replaces (a global,
     cumulative index: ``state[cutoff:]`` follow the summary). ``file_path`` is
     the virtual path of the archive holding ``state[previous_cutoff:cutoff]``,
-    or ``None`` when that write failed.
+    or ``None`` when that write failed. ``anchor`` identifies the
+    messages around the cutoff (``None`` on events persisted before anchors
+    existed); see :func:`check_event`.
     """
 
     cutoff: int
@@ -69,6 +148,16 @@ class SummarizationEvent:
     #: rewrote: ``(offset after the cutoff, message key, sent form)``. Later
     #: calls send those messages in the same form (see :func:`apply_sent_forms`).
     sent_forms: tuple[tuple[int, str, Message], ...] = ()
+    anchor: Anchor | None = None
+
+    def anchored(self, state: Sequence[Message], cutoff: int | None = None) -> SummarizationEvent:
+        """This event anchored to ``state`` at ``cutoff`` (default: its own);
+        ``previous_cutoff`` moves by as much as the cutoff."""
+        cut = self.cutoff if cutoff is None else cutoff
+        previous = max(0, min(cut, self.previous_cutoff + cut - self.cutoff))
+        return attrs.evolve(
+            self, cutoff=cut, previous_cutoff=previous, anchor=anchor_at(state, cut)
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-serialisable form (what checkpointers store)."""
@@ -86,40 +175,63 @@ class SummarizationEvent:
                 {"offset": offset, "key": key, "message": message_to_dict(form)}
                 for offset, key, form in self.sent_forms
             ]
+        if self.anchor is not None:
+            out["anchor"] = self.anchor.to_dict()
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SummarizationEvent:
-        usage = data.get("summary_usage")
+        """Inverse of :meth:`to_dict`; a record that is not one raises
+        :class:`~ars_core.errors.MessageFormatError` (an :class:`~ars_core.errors.ArsError`)."""
+        if not isinstance(data, Mapping):
+            raise _event_error(f"an event must be an object, not {type(data).__name__}")
+        if "cutoff" not in data or "summary_message" not in data:
+            raise _event_error("an event needs 'cutoff' and 'summary_message'")
         summary = data["summary_message"]
-        return cls(
-            cutoff=int(data["cutoff"]),
-            summary_message=summary if isinstance(summary, Message) else message_from_dict(summary),
-            file_path=data.get("file_path"),
-            previous_cutoff=int(data.get("previous_cutoff", 0)),
-            summary_usage=Usage.from_dict(usage) if usage else None,
-            summary_error=data.get("summary_error"),
-            created_at=data.get("created_at") or _now(),
-            sent_forms=tuple(
+        try:
+            message = summary if isinstance(summary, Message) else message_from_dict(summary)
+            usage = data.get("summary_usage")
+            parsed_usage = Usage.from_dict(usage) if usage else None
+        except MessageFormatError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise _event_error(f"malformed summary_usage: {exc!r}") from exc
+        raw_anchor = data.get("anchor")
+        anchor = None
+        if raw_anchor is not None:
+            if not isinstance(raw_anchor, Mapping):
+                raise _event_error("anchor must be an object")
+            anchor = Anchor(last=_opt_str(raw_anchor, "last"), next=_opt_str(raw_anchor, "next"))
+        try:
+            sent_forms = tuple(
                 (int(f["offset"]), str(f["key"]), message_from_dict(f["message"]))
                 for f in data.get("sent_forms") or ()
-            ),
+            )
+        except MessageFormatError:
+            raise
+        except (KeyError, TypeError, ValueError) as exc:
+            raise _event_error(f"malformed sent_forms: {exc!r}") from exc
+        created = data.get("created_at")
+        return cls(
+            cutoff=_int_field(data, "cutoff"),
+            summary_message=message,
+            file_path=_opt_str(data, "file_path"),
+            previous_cutoff=_int_field(data, "previous_cutoff", 0),
+            summary_usage=parsed_usage,
+            summary_error=_opt_str(data, "summary_error"),
+            created_at=created if isinstance(created, str) and created else _now(),
+            anchor=anchor,
+            sent_forms=sent_forms,
         )
 
 
 def effective_messages(state: Sequence[Message], event: SummarizationEvent | None) -> list[Message]:
     """``[event.summary_message] + state[event.cutoff:]``, or the state when there
-    is no event. A new list; ``state`` is untouched."""
+    is no event. A new list; ``state`` is untouched. Check the event
+    against the state first (:func:`check_event`)."""
     if event is None:
         return list(state)
     return [event.summary_message, *state[event.cutoff :]]
-
-
-def message_key(message: Message) -> str:
-    """A stable identity for a message: its id, or a hash of its content."""
-    if message.id:
-        return message.id
-    return "sha256:" + text_sha256(json.dumps(message_to_dict(message), sort_keys=True))
 
 
 def apply_sent_forms(effective: list[Message], event: SummarizationEvent | None) -> list[Message]:
@@ -165,6 +277,115 @@ def to_global_cutoff(local_cutoff: int, event: SummarizationEvent | None) -> int
     if local_cutoff < 1:
         raise ValueError("a cutoff inside effective messages with a summary must be >= 1")
     return event.cutoff + local_cutoff - 1
+
+
+@attrs.frozen
+class EventCheck:
+    """What :func:`check_event` found.
+
+    ``event`` is the event to use for this call (``None``: no summary).
+    ``changed`` says it differs from the stored one and must be persisted
+    (``event=None`` then means "clear the stored event"). ``dropped`` holds
+    the reason when the stored event was dropped (``stale`` is that event),
+    ``reanchored`` when it was moved to follow an edit.
+    """
+
+    event: SummarizationEvent | None
+    changed: bool = False
+    dropped: str | None = None
+    reanchored: str | None = None
+    stale: SummarizationEvent | None = None
+
+
+def _find(state: Sequence[Message], key: str, below: int) -> int | None:
+    """The highest index ``<= below`` whose message has identity ``key``."""
+    for i in range(min(below, len(state) - 1), -1, -1):
+        if message_key(state[i]) == key:
+            return i
+    return None
+
+
+def _relocate(state: Sequence[Message], event: SummarizationEvent) -> int | None:
+    """Where the event's cutoff is now, or ``None`` when it cannot be told.
+
+    The anchor is a pair: the last summarized message immediately followed by
+    the first kept one. Edits only remove or replace messages (new ones are
+    appended), so the pair can only have moved earlier: the search looks at
+    and below the old position. When one side of the pair is gone (removed,
+    or replaced with new content), the other side alone places the cutoff,
+    but only if it is a message id: a content hash may match a look-alike
+    message ("ok"), which would be a guess. When every message the summary
+    covered was removed, the summary goes too.
+    """
+    anchor = event.anchor
+    n, cut = len(state), event.cutoff
+    if anchor is None:  # persisted before anchors: trust the position if it is one
+        return cut if 0 <= cut < n else None
+    last, nxt = anchor.last, anchor.next
+    if last is None:  # summarizes nothing (cutoff 0)
+        return 0 if cut == 0 else None
+
+    def pair_at(j: int) -> bool:
+        if message_key(state[j]) != last:
+            return False
+        return nxt is None or (j + 1 < n and message_key(state[j + 1]) == nxt)
+
+    if 0 < cut <= n and pair_at(cut - 1):
+        return cut  # nothing before the cutoff changed: the common case, O(1)
+    j = _find(state, last, cut - 1)
+    k = _find(state, nxt, cut) if nxt is not None else None
+    if j is not None and k == j + 1:
+        return k
+    if j is not None and k is None and last.startswith("id:"):
+        return j + 1  # the first kept message went
+    if j is None and k and nxt is not None and nxt.startswith("id:"):
+        return k  # the last summarized message went (at 0: every summarized one did)
+    return None
+
+
+def check_event(state: Sequence[Message], event: SummarizationEvent | None) -> EventCheck:
+    """Check ``event`` against the state messages of this call.
+
+    * anchor still in place (no edit before the cutoff): the event as it is;
+    * the messages around the cutoff moved (messages removed or replaced):
+      the event re-anchored at their new position, to be persisted;
+    * they are gone (the history was cleared or rewritten), or nothing is
+      left after the cutoff: the event is dropped, to be cleared from state —
+      every state message then reaches the model, none is hidden by a guess;
+    * the kept part never opens with a tool result whose call was summarized:
+      the cutoff moves forward past it;
+    * an event without an anchor (persisted by an older version) is used by
+      its position when that position is inside the history, and adopts an
+      anchor.
+
+    Constant time unless the history was edited.
+    """
+    if event is None:
+        return EventCheck(None)
+    n = len(state)
+    cut = _relocate(state, event)
+    if cut is None:
+        if event.anchor is None:
+            reason = f"its cutoff {event.cutoff} is outside the {n} messages of the history"
+        else:
+            reason = "the messages it summarized were removed or replaced"
+        return EventCheck(None, changed=True, dropped=reason, stale=event)
+    while cut < n and state[cut].role == "tool":  # an orphan result never opens the window
+        cut += 1
+    if cut >= n:
+        return EventCheck(
+            None,
+            changed=True,
+            dropped="no message is left after the part it summarized",
+            stale=event,
+        )
+    if event.anchor is not None and cut == event.cutoff:
+        return EventCheck(event)
+    moved = event.anchored(state, cut)
+    why = None
+    if event.anchor is not None or cut != event.cutoff:
+        why = f"cutoff moved from {event.cutoff} to {cut} after the history was edited"
+    return EventCheck(moved, changed=True, reanchored=why)
 
 
 @attrs.frozen

@@ -33,16 +33,26 @@ from .effects import ArchiveAndSummarize, CallModel, Effect, Emit, ModelResult, 
 from .estimate import Estimator, Tools, message_tokens
 from .events import (
     CompressionEvent,
+    EventCheck,
     Level,
     Phase,
     SummarizationEvent,
+    anchor_at,
     apply_sent_forms,
+    check_event,
     effective_messages,
     sent_forms_of,
     to_global_cutoff,
 )
 from .l1 import plan_l1
-from .l2 import build_summary_message, history_file, select_cutoff, trim_tail
+from .l2 import (
+    build_summary_message,
+    describe_error,
+    history_file,
+    select_cutoff,
+    trim_tail,
+    validate_summary,
+)
 from .messages import Message
 from .summarize import ExtractiveSummarizer, SummaryResult, condense_history
 
@@ -56,10 +66,15 @@ Flow = Generator[Effect, Any, "CallOutcome"]
 @attrs.frozen
 class StateUpdate:
     """What to persist after a call: the new event, and the kept-tail messages
-    trimmed under overflow as ``(state index, new message)``."""
+    trimmed under overflow as ``(state index, new message)``.
+
+    ``event`` is also set when the stored event was re-anchored after the
+    history was edited; ``clear_event`` (with ``event=None``) says the stored
+    event no longer matches the history and must be removed."""
 
     event: SummarizationEvent | None = None
     replaced: tuple[tuple[int, Message], ...] = ()
+    clear_event: bool = False
 
 
 @attrs.frozen
@@ -93,6 +108,8 @@ class _Round:
     """One call's state: its inputs, its measurements, and the events so far."""
 
     settings: FlowSettings
+    state: Sequence[Message]
+    check: EventCheck
     event: SummarizationEvent | None
     effective: list[Message]
     raw: Sequence[Message]  # the effective messages as in state (archived losslessly)
@@ -133,6 +150,8 @@ class _Round:
         tokens_after: int,
         update: StateUpdate | None = None,
     ) -> CallOutcome:
+        if update is None and self.check.changed:  # re-anchored or dropped: persist that
+            update = StateUpdate(event=self.check.event, clear_event=self.check.event is None)
         return CallOutcome(
             response=result.response,
             view=view,
@@ -194,6 +213,8 @@ def flow(
     """One model call: measures the request, then returns the generator that
     yields effects and returns the :class:`CallOutcome`."""
     cfg, est = settings.config, settings.estimator
+    check = check_event(state, event)  # edited history: re-anchor or drop the event
+    event = check.event
     # thresholds in estimate units: a calibrated estimator (provider usage) scales them
     scale = getattr(est, "scale", 1.0) or 1.0
     # with no event the effective messages are the state itself: no O(history) copy on
@@ -210,6 +231,8 @@ def flow(
     history_tokens = count_history(effective) if count_history else est.count(effective)
     r = _Round(
         settings=settings,
+        state=state,
+        check=check,
         event=event,
         effective=effective,
         raw=raw,
@@ -224,19 +247,52 @@ def flow(
 
 
 def _run(r: _Round) -> Flow:
+    if r.check.dropped is not None:
+        yield from _dropped_notice(r)
     if not r.forced and r.tokens_before < r.threshold:
         done = yield from _below_threshold(r)
         if done is not None:
             return done
     elif not r.forced:
         yield r.start("L1")
-    l1 = yield from _level1(r)
     try:
+        l1 = yield from _level1(r)
         return (yield from _after_l1(r, l1))
-    except Exception as exc:  # a started round that raises reports `failed`
-        if r.started:
-            yield r.record("failed", r.reached, error=describe(exc))
+    except GeneratorExit:
         raise
+    except BaseException as exc:  # a started round that raises or is cancelled reports `failed`
+        if r.started:
+            yield r.record("failed", r.reached, error=describe_error(exc))
+        raise
+
+
+def _dropped_notice(r: _Round) -> Generator[Effect, Any, None]:
+    """The stored event no longer matched the history and was dropped: say so
+    in the log and on the stream (a ``started``/``failed`` pair of its own)."""
+    stale = r.check.stale
+    log.warning(
+        "ARS: the summary no longer matches the history (%s); it is dropped and every "
+        "message is sent",
+        r.check.dropped,
+    )
+    started = CompressionEvent(
+        phase="started",
+        level="L2",
+        round_id=uuid.uuid4().hex[:12],
+        forced=r.forced,
+        tokens_before=r.tokens_before,
+        threshold=r.settings.config.threshold_tokens,
+    )
+    failed = attrs.evolve(
+        started,
+        phase="failed",
+        cutoff=stale.cutoff if stale is not None else None,
+        file_path=stale.file_path if stale is not None else None,
+        error=f"summary dropped: it no longer matches the history ({r.check.dropped})",
+    )
+    for event in (started, failed):
+        r.emitted.append(event)
+        yield Emit(event)
 
 
 def _count_extra(est: Estimator, system: Message | str | None, tools: Tools | None) -> int:
@@ -363,25 +419,34 @@ def _new_event(
 ) -> SummarizationEvent:
     """The event for ``summary``; a failed summary never raises: the summary
     message holds the error text and a deterministic fallback summary."""
-    error_text = usage = None
-    if isinstance(summary, BaseException):
-        error_text = describe(summary)
-        log.error("ARS: summary model failed: %s", error_text)
-        prompt = r.settings.config.summary_prompt
-        fallback = ExtractiveSummarizer().summarize(cleaned, prompt).text
+    s = r.settings
+    limit = s.config.summary_token_limit
+    checked = validate_summary(summary, limit=limit, estimator=s.estimator)
+    if checked.error is not None:
+        if isinstance(summary, BaseException):
+            log.error("ARS: summary model failed: %s", describe(summary))
+        else:
+            log.error("ARS: summary rejected: %s", checked.error)
+        prompt = s.config.summary_prompt
+        fallback = ExtractiveSummarizer().summarize(cleaned, prompt)
+        fallback_text = validate_summary(fallback, limit=limit, estimator=s.estimator).text
         message = build_summary_message(
-            None, cutoff=cut.global_, file_path=file_path, error=error_text, fallback=fallback
+            None,
+            cutoff=cut.global_,
+            file_path=file_path,
+            error=checked.error,
+            fallback=fallback_text,
         )
     else:
-        usage = summary.usage
-        message = build_summary_message(summary.text, cutoff=cut.global_, file_path=file_path)
+        message = build_summary_message(checked.text, cutoff=cut.global_, file_path=file_path)
     return SummarizationEvent(
         cutoff=cut.global_,
         summary_message=message,
         file_path=file_path,
         previous_cutoff=cut.previous,
-        summary_usage=usage,
-        summary_error=error_text,
+        summary_usage=checked.usage if checked.error is None else None,
+        summary_error=checked.error,
+        anchor=anchor_at(r.state, cut.global_),
     )
 
 
@@ -409,5 +474,6 @@ def _trim_tail(
     if not ok:
         return untrimmed
     view = [summary, *(trim.tail[j] if j in ok else m for j, m in enumerate(tail))]
-    replaced = tuple((cut.global_ + j, trim.tail[j]) for j in sorted(ok))
+    # the seed's rule: the trimmed tail is persisted only under a context overflow
+    replaced = tuple((cut.global_ + j, trim.tail[j]) for j in sorted(ok)) if r.forced else ()
     return _Tail(view, r.tokens(view), replaced)

@@ -8,6 +8,11 @@
   :func:`read_history` reads one back.
 * :func:`build_summary_message` makes the summary message, including the
   error text when the summary model failed.
+* :func:`validate_summary` validates a summarizer's output before it enters
+  state: text, non-empty, bounded (longer output is cut with a
+  marker); anything else is a summary failure. :func:`describe_error`
+  is the model-visible text of an error: its type and a short message with
+  host paths removed.
 * :func:`trim_tail` shortens kept messages further when the window still
   exceeds capacity; each trimmed message's original goes to a file
   and its trimmed form is returned to be persisted by id.
@@ -16,30 +21,109 @@
 from __future__ import annotations
 
 import json
+import logging
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
+from .errors import SummarizerError
 from .estimate import MESSAGE_OVERHEAD, Estimator, message_tokens
 from .l1 import FileWrite, fit_preview, sha256_text
 from .messages import MARK_SUMMARY, MARK_TRIMMED, Message, message_from_dict, message_to_dict
 
 __all__ = [
+    "ERROR_TEXT_LIMIT",
     "HISTORY_DIR",
     "TRIMMED_DIR",
+    "CheckedSummary",
     "build_summary_message",
+    "describe_error",
     "history_file",
     "read_history",
     "select_cutoff",
     "tool_pairs",
     "trim_tail",
+    "validate_summary",
 ]
 
 #: where archived history goes
 HISTORY_DIR = "outputs/conversation_history"
 #: where the originals of tail messages trimmed under overflow go
 TRIMMED_DIR = "outputs/trimmed_messages"
+#: the longest error message shown to the model (characters, after the type name)
+ERROR_TEXT_LIMIT = 300
+
+log = logging.getLogger("ars")
+
+# absolute host paths: POSIX (/home/alice/...), home (~/...), Windows (C:\\...,
+# \\\\server\\share) and file: URLs; a slash inside a word or URL ("and/or",
+# "https://host/x") is not one
+_HOST_PATH = re.compile(
+    r"file:/{1,3}[^\s'\"`<>]*"
+    r"|(?<![\w.:/~-])~?/(?:[^\s/'\"`:;,()<>\[\]]+/?)+"
+    r"|\b[A-Za-z]:[\\/][^\s'\"`<>]*"
+    r"|\\\\[^\s'\"`<>]+"
+)
+
+
+def describe_error(exc: BaseException) -> str:
+    """``"<ErrorType>: <message>"`` for the model and the checkpoint: host paths
+    become ``<path>``, the message is one line of at most
+    :data:`ERROR_TEXT_LIMIT` characters."""
+    text = " ".join(str(exc).split())
+    text = _HOST_PATH.sub("<path>", text)
+    if len(text) > ERROR_TEXT_LIMIT:
+        text = text[: ERROR_TEXT_LIMIT - 1] + "\u2026"
+    name = type(exc).__name__
+    return f"{name}: {text}" if text else name
+
+
+@attrs.frozen
+class CheckedSummary:
+    """A summarizer's output after :func:`check_summary`.
+
+    Either ``text`` (valid, perhaps cut to the bound: then ``cut_from`` is its
+    original size in tokens) or ``error`` (the model-visible failure text)."""
+
+    text: str | None
+    error: str | None = None
+    usage: Any = None
+    cut_from: int | None = None
+
+
+def validate_summary(result: Any, *, limit: int, estimator: Estimator) -> CheckedSummary:
+    """Validate what a summarizer returned before it enters state.
+
+    ``result`` is a ``SummaryResult``, a string, or the exception the
+    summarizer raised. A summary that is not a string, or is empty, is a
+    failure, as is an exception. A summary over ``limit`` tokens is cut
+    to fit, with a marker saying so, and a warning is logged.
+    """
+    if isinstance(result, BaseException):
+        return CheckedSummary(None, error=describe_error(result))
+    text = getattr(result, "text", result)
+    usage = getattr(result, "usage", None)
+    if not isinstance(text, str):
+        problem = SummarizerError(
+            f"the summarizer returned {type(text).__name__} instead of the summary text"
+        )
+        return CheckedSummary(None, error=describe_error(problem), usage=usage)
+    if not text.strip():
+        problem = SummarizerError("the summarizer returned an empty summary")
+        return CheckedSummary(None, error=describe_error(problem), usage=usage)
+    tokens = estimator.count_text(text)
+    if tokens <= limit:
+        return CheckedSummary(text, usage=usage)
+    marker = f"\n[ARS: this summary was cut to {limit} tokens; the summary model wrote {tokens}.]"
+    head = fit_preview(estimator, text, limit, "", overhead=estimator.count_text(marker))
+    log.warning(
+        "ARS: the summary model returned %d tokens, more than the %d allowed; cut to fit",
+        tokens,
+        limit,
+    )
+    return CheckedSummary(head + marker, usage=usage, cut_from=tokens)
 
 
 def tool_pairs(messages: Sequence[Message]) -> list[tuple[int, int]]:

@@ -23,9 +23,9 @@ from typing import Self
 
 import attrs
 
-from .effects import describe
 from .events import CompressionEvent
 from .flow import CallOutcome
+from .l2 import describe_error
 
 __all__ = ["CompressionRound"]
 
@@ -95,7 +95,10 @@ def failed_event(
     """The ``failed`` record ending a round whose ``started`` is in ``events``
     (what ``completed`` measured, when the round got that far); ``None``
     when no round started."""
-    started = next((e for e in reversed(events) if e.phase == "started"), None)
+    ended = {e.round_id for e in events if e.phase == "failed"}  # a dropped-summary notice
+    started = next(
+        (e for e in reversed(events) if e.phase == "started" and e.round_id not in ended), None
+    )
     if started is None:
         return None
     completed = next((e for e in events if e.phase == "completed"), None)
@@ -109,5 +112,5 @@ def failed_event(
         threshold=started.threshold,
         cutoff=completed.cutoff if completed else None,
         file_path=completed.file_path if completed else None,
-        error=describe(exc),
+        error=describe_error(exc),
     )

@@ -47,6 +47,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.types import Command
 
 from ars_core import (
+    ArsError,
     CallOutcome,
     CompressionEvent,
     Compressor,
@@ -112,7 +113,7 @@ def event_from_state(raw: Any) -> SummarizationEvent | None:
         data["cutoff"] = data["cutoff_index"]
     try:
         return SummarizationEvent.from_dict(data)
-    except (KeyError, TypeError, ValueError) as exc:
+    except ArsError as exc:
         log.warning("ARS: ignoring a malformed %s: %s", EVENT_KEY, exc)
         return None
 
@@ -413,9 +414,10 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         response = outcome.response
         self._record_usage(call, response, outcome)
         update = outcome.update
-        if update is None or update.event is None:
+        if update is None or (update.event is None and not update.clear_event):
             return response
-        event_dict = event_to_state(update.event)
+        # a new or re-anchored event, or None: the stored one no longer matched the history
+        event_dict = event_to_state(update.event) if update.event is not None else None
         values: dict[str, Any] = {EVENT_KEY: event_dict}
         replaced: list[BaseMessage] = []
         for index, message in update.replaced:
@@ -433,9 +435,10 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         with call.session.lock:  # the next call reads this dict back from state
             call.session.event_raw = event_dict
             call.session.event = update.event
-            call.session.converter.remember(
-                update.event.summary_message, from_core(update.event.summary_message)
-            )
+            if update.event is not None:
+                call.session.converter.remember(
+                    update.event.summary_message, from_core(update.event.summary_message)
+                )
         return ExtendedModelResponse(model_response=response, command=Command(update=values))
 
     def _record_usage(self, call: _Call, response: Any, outcome: CallOutcome) -> None:

@@ -10,12 +10,15 @@ Storage layout in the chat store (one conversation = one ``chat_store_key``):
   ``additional_kwargs["ars_event"]``::
 
       {"ars_event_version": 1,
-       "event": SummarizationEvent.to_dict(),       # cutoff, summary, file_path...
-       "anchor": {"first": sha, "last": sha},        # hashes of state[0], state[cutoff-1]
+       "event": SummarizationEvent.to_dict(),       # cutoff, summary, anchor, file_path...
        "replaced": [{"index", "sha", "message"}]}    # tail trims, applied to the view only
 
   The last record is the current event; older ones stay as the chain of
   summaries. A new process with the same store rebuilds the same view from it.
+  The core checks the event's anchor against the stored messages on every
+  call (:func:`ars_core.events.check_event`): after an edit a re-anchored
+  event is appended, and when the summarized messages are gone a record with
+  ``"event": null`` drops it. A corrupt record is skipped with a warning.
 
 ``get`` (and ``aget``) returns the compressed view: effective messages
 (summary + messages after the cutoff), L1 on a copy (large tool results moved
@@ -41,6 +44,7 @@ from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
 from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore
 
 from ars_core import (
+    ArsError,
     CallOutcome,
     CompressionEvent,
     CompressionRound,
@@ -49,6 +53,7 @@ from ars_core import (
     FileBackend,
     FsspecBackend,
     Message,
+    MessageFormatError,
     SummarizationEvent,
     SummaryConfig,
     message_from_dict,
@@ -57,6 +62,7 @@ from ars_core import (
 from ars_core.config import CONFIG_FIELDS
 from ars_core.engine import deliver_event
 from ars_core.errors import is_context_overflow
+from ars_core.events import check_event
 from ars_core.files import text_sha256
 from ars_core.resolve import resolve_backend
 
@@ -281,41 +287,42 @@ class ArsMemory(BaseMemory):
 
     def _state(self, chat: list[ChatMessage], records: list[ChatMessage]) -> _State:
         core = to_core_messages(chat)
-        record = None
-        for m in reversed(records):
-            rec = m.additional_kwargs.get(_RECORD_KEY)
-            if isinstance(rec, Mapping):
-                record = dict(rec)
-                break
-        event = None
-        if record is not None:
-            event = SummarizationEvent.from_dict(record["event"])
-            anchor = record.get("anchor") or {}
-            n = event.cutoff
-            if n > len(chat) or (
-                n
-                and (
-                    anchor.get("first") != _sha(chat[0]) or anchor.get("last") != _sha(chat[n - 1])
-                )
-            ):
-                log.warning(
-                    "ARS: the summarization event of %r no longer matches the stored messages "
-                    "(history replaced?); ignoring it",
-                    self.chat_store_key,
-                )
-                event, record = None, None
+        record, event = self._latest_record(records)
         replaced: set[int] = set()
         if record is not None and event is not None:
             for item in record.get("replaced") or ():
-                i = int(item["index"])
-                if event.cutoff <= i < len(chat) and item.get("sha") == _sha(chat[i]):
-                    core[i] = message_from_dict(item["message"])  # what was actually sent
-                    replaced.add(i)
+                try:
+                    i = int(item["index"])
+                    if event.cutoff <= i < len(chat) and item.get("sha") == _sha(chat[i]):
+                        core[i] = message_from_dict(item["message"])  # what was actually sent
+                        replaced.add(i)
+                except (ArsError, KeyError, TypeError, ValueError) as exc:
+                    log.warning("ARS: ignoring a corrupt trimmed-message record: %s", exc)
         # identity of the (live) core message -> its stored original, for exact round trips
         originals = {
             id(c): m for i, (c, m) in enumerate(zip(core, chat, strict=True)) if i not in replaced
         }
         return _State(chat=chat, core=core, originals=originals, event=event, record=record)
+
+    def _latest_record(
+        self, records: list[ChatMessage]
+    ) -> tuple[dict[str, Any] | None, SummarizationEvent | None]:
+        """The newest readable record and its event (``None`` after a drop). A
+        corrupt record never breaks ``get``: it is skipped with a warning."""
+        for m in reversed(records):
+            rec = m.additional_kwargs.get(_RECORD_KEY)
+            try:
+                if not isinstance(rec, Mapping):
+                    raise MessageFormatError("not an ARS record", source="summarization event")
+                raw = rec.get("event")
+                return dict(rec), SummarizationEvent.from_dict(raw) if raw is not None else None
+            except ArsError as exc:
+                log.warning(
+                    "ARS: ignoring a corrupt summarization record of %r: %s",
+                    self.chat_store_key,
+                    exc,
+                )
+        return None, None
 
     def _load(self) -> _State:
         return self._state(self._store.get(self.chat_store_key), self._store.get(self.event_key))
@@ -326,10 +333,16 @@ class ArsMemory(BaseMemory):
         )
 
     def _record(self, state: _State, outcome: CallOutcome) -> ChatMessage | None:
+        """The log record persisting ``outcome``'s update: a new or re-anchored
+        event, or an empty record when the stored event was dropped."""
         update = outcome.update
-        if update is None or update.event is None:
+        if update is None or (update.event is None and not update.clear_event):
             return None
         event = update.event
+        if event is None:
+            record: dict[str, Any] = {"ars_event_version": _VERSION, "event": None}
+            text = "[ARS summarization event dropped: it no longer matched the history]"
+            return ChatMessage(role="system", content=text, additional_kwargs={_RECORD_KEY: record})
         previous = (state.record or {}).get("replaced") or ()
         replaced = {int(i["index"]): i for i in previous if int(i["index"]) >= event.cutoff}
         for i, msg in update.replaced:
@@ -337,7 +350,6 @@ class ArsMemory(BaseMemory):
         record = {
             "ars_event_version": _VERSION,
             "event": event.to_dict(),
-            "anchor": {"first": _sha(state.chat[0]), "last": _sha(state.chat[event.cutoff - 1])},
             "replaced": [replaced[i] for i in sorted(replaced)],
         }
         text = (
@@ -455,32 +467,23 @@ class ArsMemory(BaseMemory):
     async def aput_messages(self, messages: list[ChatMessage]) -> None:
         await self._store.aadd(self.chat_store_key, messages)
 
-    def _keeps_event(
-        self, old: list[ChatMessage], new: list[ChatMessage], records: list[ChatMessage]
-    ) -> bool:
-        state = self._state(old, records)
-        if state.event is None:
-            return False
-        n = state.event.cutoff
-        return len(new) >= n and all(
-            _sha(a) == _sha(b) for a, b in zip(old[:n], new[:n], strict=True)
-        )
+    def _keeps_event(self, new: list[ChatMessage], records: list[ChatMessage]) -> bool:
+        state = self._state(new, records)
+        return check_event(state.core, state.event).event is not None
 
     def set(self, messages: list[ChatMessage]) -> None:
-        """Replace the history. The summary event survives only if the
-        summarized prefix is unchanged; otherwise its log is dropped."""
-        old, records = self._store.get(self.chat_store_key), self._store.get(self.event_key)
-        keep = bool(records) and self._keeps_event(old, messages, records)
+        """Replace the history. The summary event survives when the messages it
+        summarizes are still there (it is re-anchored on the next ``get``);
+        otherwise its log is dropped."""
+        records = self._store.get(self.event_key)
+        keep = bool(records) and self._keeps_event(messages, records)
         self._store.set(self.chat_store_key, messages)
         if records and not keep:
             self._store.delete(self.event_key)
 
     async def aset(self, messages: list[ChatMessage]) -> None:
-        old, records = (
-            await self._store.aget(self.chat_store_key),
-            await self._store.aget(self.event_key),
-        )
-        keep = bool(records) and self._keeps_event(old, messages, records)
+        records = await self._store.aget(self.event_key)
+        keep = bool(records) and self._keeps_event(messages, records)
         await self._store.aset(self.chat_store_key, messages)
         if records and not keep:
             await self._store.adelete(self.event_key)
@@ -497,8 +500,10 @@ class ArsMemory(BaseMemory):
     # ------------------------------------------------------------ inspection
 
     def get_event(self) -> SummarizationEvent | None:
-        """The current (latest valid) summarization event, if any."""
-        return self._load().event
+        """The current summarization event, if it still matches the history."""
+        state = self._load()
+        return check_event(state.core, state.event).event
 
     async def aget_event(self) -> SummarizationEvent | None:
-        return (await self._aload()).event
+        state = await self._aload()
+        return check_event(state.core, state.event).event

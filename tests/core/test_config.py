@@ -38,6 +38,7 @@ class TestDefaults:
             "summary_prompt",
             "summary_tool_result_token_limit",
             "summary_l2_trigger_ratio",
+            "summary_max_tokens",
         )
 
     @pytest.mark.spec("R35")

@@ -333,8 +333,11 @@ def test_l2_summary_event_and_files(
         "summary_usage",
         "summary_error",
         "created_at",
+        "anchor",
     }
     assert event["cutoff"] == 5 and event["previous_cutoff"] == 0
+    # R51: anchored to the last summarized and the first kept message
+    assert event["anchor"] == {"last": f"id:{seed[4].id}", "next": f"id:{seed[5].id}"}
     stored = files(inner if variant == "archive_fails" else inner.scoped(thread_id))
     if variant == "archive_fails":
         assert event["file_path"] is None

@@ -1,0 +1,122 @@
+"""ArsMemory on an edited chat store (R51): the core's anchor check, not the
+adapter's, decides whether the summary still applies; a corrupt stored record
+is skipped with a warning instead of breaking every ``get``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.storage.chat_store import SimpleChatStore
+from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
+
+from ars_core import FsspecBackend
+from ars_core.testing import FakeSummarizer
+from ars_llamaindex import ArsMemory
+from tests.llamaindex.helpers import dumps, prose
+
+pytestmark = pytest.mark.spec("R51")
+
+KEY = "conv"
+
+
+def conversation(turns: int) -> list[ChatMessage]:
+    out: list[ChatMessage] = []
+    for i in range(turns):
+        out.append(ChatMessage(role="user", content=prose(130, tag=f"q{i}")))
+        out.append(ChatMessage(role="assistant", content=f"answer {i}"))
+    return out
+
+
+def make_store(kind: str, tmp_path: Path) -> Any:
+    if kind == "simple":
+        return SimpleChatStore()
+    return SQLAlchemyChatStore(
+        table_name="ars_edit", async_database_uri=f"sqlite+aiosqlite:///{tmp_path / 'chat.db'}"
+    )
+
+
+def memory_for(store: Any, file_backend: FsspecBackend) -> ArsMemory:
+    return ArsMemory.from_defaults(
+        chat_store=store,
+        chat_store_key=KEY,
+        file_backend=file_backend,
+        summarizer=FakeSummarizer("SUMMARY"),
+        summary_threshold=1,
+        summary_keep_messages=4,
+    )
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("store_kind", ["simple", "sqlalchemy"])
+def test_removing_the_oldest_messages_skips_no_unsummarized_message(
+    store_kind: str, mode: str, tmp_path: Path, file_backend: FsspecBackend
+) -> None:
+    """After L2 the 4 oldest stored messages are removed and a question added:
+    ``get`` returns the summary and every message it does not cover, and the
+    re-anchored event is appended to the log."""
+    history = conversation(8)
+    question = ChatMessage(role="user", content="NEW QUESTION")
+
+    def run_sync() -> tuple[Any, list[ChatMessage], Any, int]:
+        memory = memory_for(make_store(store_kind, tmp_path), file_backend)
+        memory.set(history)
+        memory.get()
+        event = memory.get_event()
+        assert event is not None
+        memory.set([*history[4:], question])
+        records = len(memory._store.get(memory.event_key))
+        return event, memory.get(), memory.get_event(), records
+
+    async def run_async() -> tuple[Any, list[ChatMessage], Any, int]:
+        memory = memory_for(make_store(store_kind, tmp_path), file_backend)
+        await memory.aset(history)
+        await memory.aget()
+        event = await memory.aget_event()
+        assert event is not None
+        await memory.aset([*history[4:], question])
+        records = len(await memory._store.aget(memory.event_key))
+        return event, await memory.aget(), await memory.aget_event(), records
+
+    event, view, moved, records = run_sync() if mode == "sync" else asyncio.run(run_async())
+    assert view[0].content == event.summary_message.text
+    assert dumps(view[1:]) == dumps([*history[event.cutoff :], question])
+    assert moved is not None and moved.cutoff == event.cutoff - 4
+    assert moved.summary_message == event.summary_message
+    assert records == 1  # the re-anchored event is appended by the get() after the edit
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"ars_event": {"event": {"cutoff": "x", "summary_message": {"role": "user"}}}},
+        {"ars_event": {"event": {"summary_message": {"role": "robot", "content": "s"}}}},
+        {"ars_event": "not a record"},
+    ],
+    ids=["bad-cutoff", "bad-message", "not-a-mapping"],
+)
+def test_a_corrupt_stored_record_is_ignored_with_a_warning(
+    mode: str,
+    record: dict[str, Any],
+    file_backend: FsspecBackend,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A record that cannot be read is skipped (logged), never raised from ``get``."""
+    store = SimpleChatStore()
+    memory = ArsMemory.from_defaults(
+        chat_store=store, chat_store_key=KEY, file_backend=file_backend, summary_threshold=50
+    )
+    history = conversation(2)
+    store.set_messages(KEY, history)
+    store.add_message(
+        memory.event_key, ChatMessage(role="system", content="?", additional_kwargs=record)
+    )
+    with caplog.at_level(logging.WARNING, logger="ars.llamaindex"):
+        view = memory.get() if mode == "sync" else asyncio.run(memory.aget())
+    assert dumps(view) == dumps(history)
+    assert "ignoring a corrupt summarization record" in caplog.text
