@@ -269,31 +269,51 @@ def scripted_model() -> FakeToolChatModel:
     return FakeToolChatModel([reply] * 2_000)  # two replies a turn: 1,000 turns
 
 
-def real_model(base_url: str) -> Any:
-    """A model behind an OpenAI-compatible server (needs ``langchain-openai``)."""
-    from langchain.chat_models import init_chat_model
+#: for a small real model: a short English prompt leaves room in a 2,048-token window
+REAL_MODEL_SUMMARY_PROMPT = (
+    "Summarize the conversation below in a few short sentences. Keep names and numbers."
+    "\n\n{messages}\n\nSummary:"
+)
 
-    name = os.environ.get("ARS_CHAT_MODEL", "local")
-    return init_chat_model(f"openai:{name}", base_url=base_url, api_key="not-needed")
+
+def real_model(base_url: str, name: str, max_tokens: int) -> Any:
+    """A model behind an OpenAI-compatible server (``langchain-openai``, in the e2e extra)."""
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(
+        base_url=base_url,
+        model=name,
+        api_key="not-needed",
+        max_tokens=max_tokens,
+        temperature=0,
+        stream_usage=True,
+    )
 
 
-def build_demo(model_url: str | None = None, *, max_threads: int = 256) -> ChatSetup:
+def build_demo(
+    model_url: str | None = None,
+    *,
+    model_name: str = "local",
+    max_tokens: int = 128,
+    max_threads: int = 256,
+) -> ChatSetup:
     """The demo service: small ARS thresholds so compression shows within a few messages.
 
-    ``model_url``: an OpenAI-compatible server every thread talks to; ``None``: a
-    scripted model per thread.
+    ``model_url``: an OpenAI-compatible server (serving ``model_name``) every thread
+    talks to, which also writes the summaries; ``None``: a scripted model per thread
+    with a log-search tool, and the built-in extractive summarizer.
     """
     config = SummaryConfig(
         summary_threshold=1,  # T = 1,024 tokens
         summary_keep_messages=2,
         summary_tool_result_token_limit=200,
         summary_l2_trigger_ratio=0.5,
+        **({"summary_prompt": REAL_MODEL_SUMMARY_PROMPT} if model_url else {}),
     )
     files = FsspecBackend(f"memory://ars-chat-{uuid.uuid4().hex[:8]}")
     middleware = ArsSummarizationMiddleware(
         config,
         backend=files,
-        # offline, summaries come from the built-in extractive summarizer; a real model writes its own
         summarizer=None if model_url else ExtractiveSummarizer(),
     )
     checkpointer = InMemorySaver()
@@ -301,14 +321,17 @@ def build_demo(model_url: str | None = None, *, max_threads: int = 256) -> ChatS
     def build(model: Any) -> Any:
         return create_agent(
             model,
-            tools=[search_logs],
+            # a small local model does not call tools reliably: it just chats
+            tools=[] if model_url else [search_logs],
             middleware=[middleware],
             checkpointer=checkpointer,
-            system_prompt="You are an operations assistant. Use search_logs to answer.",
+            system_prompt="You are an operations assistant. Answer in a few sentences."
+            if model_url
+            else "You are an operations assistant. Use search_logs to answer.",
         )
 
     if model_url:
-        shared = build(real_model(model_url))
+        shared = build(real_model(model_url, model_name, max_tokens))
         return ChatSetup(agent_for=lambda _thread: shared, files=files, config=config)
 
     agents: OrderedDict[str, Any] = OrderedDict()
@@ -325,7 +348,12 @@ def build_demo(model_url: str | None = None, *, max_threads: int = 256) -> ChatS
     return ChatSetup(agent_for=agent_for, files=files, config=config)
 
 
-app = create_app(build_demo(os.environ.get("ARS_CHAT_MODEL_URL") or None))
+app = create_app(
+    build_demo(
+        os.environ.get("ARS_CHAT_MODEL_URL") or None,
+        model_name=os.environ.get("ARS_CHAT_MODEL", "local"),
+    )
+)
 
 
 # ------------------------------------------------------------------ the page

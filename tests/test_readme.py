@@ -52,3 +52,45 @@ def test_readme_quick_start_runs_verbatim_and_prints_what_it_shows(tmp_path: Pat
         "started L1",
         "completed L2",
     ] * 3
+
+
+def test_readme_lists_every_example_and_each_names_its_extra() -> None:
+    """The README's examples table has every example with its extra, and each example
+    says in its first lines how to install what it needs and how to run it."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    table = dict(
+        re.findall(r"^\| \[`(examples/[\w/]+\.py)`\]\([^)]*\) \| (`[\w,]+`|none) \|", readme, re.M)
+    )
+    examples = sorted(str(p.relative_to(REPO)) for p in (REPO / "examples").glob("*.py"))
+    assert sorted(table) == examples
+    for path, extra in table.items():
+        head = "\n".join((REPO / path).read_text(encoding="utf-8").splitlines()[:12])
+        assert "pip install" in head and f"python {path}" in (REPO / path).read_text(), path
+        for name in [] if extra == "none" else extra.strip("`").split(","):
+            assert re.search(rf"\[[\w,]*\b{name}\b[\w,]*\]", head), (path, name)  # ars[name]
+
+
+def test_no_link_in_readme_or_docs_leaves_the_repository() -> None:
+    """Markdown links and backticked relative paths in README.md and docs/ resolve
+    inside the repository; the only URLs are local ones (127.0.0.1, file://, memory://)."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    outside: list[str] = []
+
+    def check(page: Path, target: str) -> None:
+        resolved = (page.parent / target.split("#")[0]).resolve()
+        if not (resolved.is_relative_to(REPO) and resolved.exists()):
+            outside.append(f"{page.name}: {target}")
+
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+://", target):
+                outside.append(f"{page.name}: {target}")
+            else:
+                check(page, target)
+        for target in re.findall(r"`(\.\./[^`\s]*/[^`\s]*)`", text):
+            check(page, target)
+        for url in re.findall(r"https?://[^\s)`'\"]+", text):
+            if not url.startswith(("http://127.0.0.1", "http://localhost")):
+                outside.append(f"{page.name}: {url}")
+    assert outside == []
