@@ -19,6 +19,7 @@ from .errors import (
     PathBoundaryError,
     PluginError,
     SummarizerError,
+    TiktokenUnavailableError,
     is_context_overflow,
 )
 from .estimate import ApproxEstimator, CachingEstimator, Estimator, TiktokenEstimator
@@ -95,6 +96,7 @@ __all__ = [
     "SummaryConfig",
     "SummaryResult",
     "TiktokenEstimator",
+    "TiktokenUnavailableError",
     "ToolCall",
     "Usage",
     "__version__",

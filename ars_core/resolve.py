@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeAlias
+from typing import Any
 
 from .errors import ConfigError, PluginError
 from .estimate import Estimator, Tools
@@ -41,6 +41,8 @@ from .plugins import (
     get_plugin_manager,
     get_summarizer,
 )
+from .summarize import AsyncSummarizer, Summarizer
+from .typing import BackendLike, EstimatorLike, SummarizerLike, TokenCounter
 
 __all__ = [
     "ESTIMATOR_ALIASES",
@@ -53,12 +55,6 @@ __all__ = [
     "resolve_summarizer",
 ]
 
-#: a token counter in LangChain's ``token_counter`` convention
-TokenCounter: TypeAlias = Callable[[list[Message]], int]
-#: what ``estimator=`` accepts
-EstimatorLike: TypeAlias = Estimator | type | str | TokenCounter
-#: what ``backend=`` accepts
-BackendLike: TypeAlias = FileBackend | str
 
 #: other spellings of registered estimator names
 ESTIMATOR_ALIASES: dict[str, str] = {
@@ -156,7 +152,7 @@ def resolve_estimator(value: EstimatorLike | None) -> Estimator | None:
     raise ConfigError("estimator", value, f"expected {_ESTIMATOR_FORMS}")
 
 
-def resolve_summarizer(value: Any) -> Any:
+def resolve_summarizer(value: SummarizerLike | None) -> Summarizer | AsyncSummarizer | None:
     """The summarizer ``value`` names or is (``None`` stays ``None``: the caller's default).
 
     A name registered through ``register_summarizers`` is built; any other
@@ -167,10 +163,10 @@ def resolve_summarizer(value: Any) -> Any:
     key = value.strip()
     key = SUMMARIZER_ALIASES.get(key.lower(), key)
     if key in available("summarizer"):
-        return _registered(get_summarizer, key, "summarizer")
+        return _summarizer(_registered(get_summarizer, key, "summarizer"), value)
     resolved = get_plugin_manager().hook.resolve_summarizer(spec=key)
     if resolved is not None:
-        return resolved
+        return _summarizer(resolved, value)
     names = ", ".join(sorted(available("summarizer")))
     hint = (
         "a LangChain chat-model string such as 'openai:gpt-4o-mini' needs the langchain extra "
@@ -179,6 +175,13 @@ def resolve_summarizer(value: Any) -> Any:
         else f"registered: {names}; or a LangChain chat-model string 'provider:model'"
     )
     raise ConfigError("summarizer", value, f"unknown summarizer ({hint})")
+
+
+def _summarizer(built: object, value: str) -> Summarizer | AsyncSummarizer:
+    if isinstance(built, Summarizer | AsyncSummarizer):
+        return built
+    reason = f"the plugin built {type(built).__name__}, which has no summarize/asummarize"
+    raise ConfigError("summarizer", value, reason)
 
 
 def resolve_backend(value: BackendLike | None) -> FileBackend | None:

@@ -61,6 +61,7 @@ from ars_core import (
 from ars_core.config import CONFIG_FIELDS
 from ars_core.messages import MARK_SUMMARY
 from ars_core.resolve import CallableEstimator, EstimatorLike
+from ars_core.typing import SummarizerLike
 
 from .backends import BackendResolver
 from .convert import HistoryConverter, from_core, to_core, tool_schemas
@@ -165,7 +166,7 @@ class _Call:
     event: SummarizationEvent | None
     system: Message | None
     tools: list[Any]
-    summarizer: Any
+    summarizer: SummarizerLike | None
     backend: Any
     thread: str
 
@@ -210,7 +211,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         config: SummaryConfig | Mapping[str, Any] | None = None,
         *,
         model: Any = None,
-        summarizer: Any = None,
+        summarizer: SummarizerLike | None = None,
         backend: Any = None,
         estimator: EstimatorLike | Callable[[], Estimator] | None = None,
         on_event: Callable[[CompressionEvent], None] | None = None,
@@ -349,7 +350,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
                     session.compressor.config = config
             return session
 
-    def _summarizer_for(self, request: ModelRequest[Any]) -> Any:
+    def _summarizer_for(self, request: ModelRequest[Any]) -> SummarizerLike:
         if self.summarizer is not None:
             return self.summarizer
         return ChatModelSummarizer(

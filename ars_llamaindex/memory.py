@@ -65,6 +65,8 @@ from ars_core.errors import is_context_overflow
 from ars_core.events import check_event
 from ars_core.files import text_sha256
 from ars_core.resolve import resolve_backend
+from ars_core.summarize import AsyncSummarizer, Summarizer
+from ars_core.typing import SummarizerLike
 
 from .convert import from_core_messages, system_text, to_core_messages, tool_schemas
 from .events import EventCallback, dispatch
@@ -72,6 +74,9 @@ from .store import ChatStoreAdapter
 from .summarizer import LLMSummarizer
 
 __all__ = ["EVENT_KEY_SUFFIX", "ArsMemory", "CompactionRound"]
+
+#: a system prompt as text or as a LlamaIndex message
+SystemPrompt = str | ChatMessage | None
 
 log = logging.getLogger("ars.llamaindex")
 
@@ -142,7 +147,7 @@ class ArsMemory(BaseMemory):
         chat_store_key: str = DEFAULT_CHAT_STORE_KEY,
         config: SummaryConfig | None = None,
         llm: LLM | None = None,
-        summarizer: Any = None,
+        summarizer: SummarizerLike | None = None,
         file_backend: FileBackend | str | None = None,
         estimator: Estimator | None = None,
         system_prompt: str | ChatMessage | None = None,
@@ -189,7 +194,7 @@ class ArsMemory(BaseMemory):
         chat_store: BaseChatStore | AsyncDBChatStore | None = None,
         chat_store_key: str = DEFAULT_CHAT_STORE_KEY,
         config: SummaryConfig | Mapping[str, Any] | Any = None,
-        summarizer: Any = None,
+        summarizer: SummarizerLike | None = None,
         file_backend: FileBackend | str | None = None,
         estimator: Estimator | None = None,
         system_prompt: str | ChatMessage | None = None,
@@ -249,7 +254,7 @@ class ArsMemory(BaseMemory):
         return self._files
 
     @property
-    def summarizer(self) -> Any:
+    def summarizer(self) -> Summarizer | AsyncSummarizer:
         return self._compressor.summarizer
 
     @property
@@ -363,13 +368,15 @@ class ArsMemory(BaseMemory):
         # the core's delivery (plugin observers too), with the instrumentation dispatch as emitter
         deliver_event(event, lambda e: dispatch(e, self.chat_store_key, self._on_event))
 
-    def _extras(self, system_prompt: Any, tools: Any) -> tuple[str | None, list[Any] | None]:
+    def _extras(
+        self, system_prompt: SystemPrompt, tools: Sequence[Any] | None
+    ) -> tuple[str | None, list[Any] | None]:
         system = system_text(system_prompt) if system_prompt is not None else self.system_prompt
         schemas = tool_schemas(tools) if tools is not None else self._tools
         return system, schemas
 
     def _compact_options(
-        self, state: _State, force: bool, system_prompt: Any, tools: Any
+        self, state: _State, force: bool, system_prompt: SystemPrompt, tools: Sequence[Any] | None
     ) -> dict[str, Any]:
         """What :meth:`Compressor.compact` gets, sync or async: the events are held
         (the :class:`CompactionRound` delivers them after the model call)."""
@@ -393,7 +400,11 @@ class ArsMemory(BaseMemory):
     # ------------------------------------------------------------ rounds
 
     def compact_round(
-        self, *, force: bool = False, system_prompt: Any = None, tools: Any = None
+        self,
+        *,
+        force: bool = False,
+        system_prompt: SystemPrompt = None,
+        tools: Sequence[Any] | None = None,
     ) -> CompactionRound:
         """Build the view (persisting a new event, if any) and hold its stream
         events back; see :class:`CompactionRound`."""
@@ -406,7 +417,11 @@ class ArsMemory(BaseMemory):
         return rnd
 
     async def acompact_round(
-        self, *, force: bool = False, system_prompt: Any = None, tools: Any = None
+        self,
+        *,
+        force: bool = False,
+        system_prompt: SystemPrompt = None,
+        tools: Sequence[Any] | None = None,
     ) -> CompactionRound:
         """Async twin of :meth:`compact_round` (archive and summary run concurrently)."""
         state = await self._aload()
@@ -418,7 +433,11 @@ class ArsMemory(BaseMemory):
         return rnd
 
     def compact(
-        self, *, force: bool = False, system_prompt: Any = None, tools: Any = None
+        self,
+        *,
+        force: bool = False,
+        system_prompt: SystemPrompt = None,
+        tools: Sequence[Any] | None = None,
     ) -> list[ChatMessage]:
         """The compressed view; ``force=True`` runs L2 now (after a
         context-length error). Events are delivered at once."""
@@ -427,7 +446,11 @@ class ArsMemory(BaseMemory):
         return rnd.view
 
     async def acompact(
-        self, *, force: bool = False, system_prompt: Any = None, tools: Any = None
+        self,
+        *,
+        force: bool = False,
+        system_prompt: SystemPrompt = None,
+        tools: Sequence[Any] | None = None,
     ) -> list[ChatMessage]:
         """Async twin of :meth:`compact`."""
         rnd = await self.acompact_round(force=force, system_prompt=system_prompt, tools=tools)

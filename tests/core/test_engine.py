@@ -23,6 +23,7 @@ from ars_core import (
     ContextOverflowError,
     Message,
     SummarizationEvent,
+    SummarizerError,
     encode_sse,
     message_to_dict,
     read_history,
@@ -346,6 +347,13 @@ def render(messages: list[Message]) -> str:
     return render_history(messages)
 
 
+class NotASummary:
+    """A summarizer that answers with something that is not a summary."""
+
+    def summarize(self, messages: list[Message], prompt: str) -> object:
+        return 42
+
+
 @pytest.mark.spec("R26", "R40", "R41", "R42")
 class TestFailures:
     """Failures degrade, they never lose the summary or the call."""
@@ -386,6 +394,37 @@ class TestFailures:
         assert "question 0" in event.summary_message.text
         assert model.calls[0][0] is event.summary_message
         assert emitter.phases == [("started", "L1"), ("completed", "L2")]
+
+    @pytest.mark.spec("R41")
+    @pytest.mark.parametrize(
+        ("summarizer", "recorded"),
+        [
+            (
+                FakeSummarizer(error=SummarizerError("quota exhausted")),
+                "SummarizerError: quota exhausted",
+            ),
+            (
+                NotASummary(),
+                "TypeError: a summarizer must return SummaryResult or str, not int",
+            ),
+        ],
+        ids=["raises-summarizer-error", "returns-no-summary"],
+    )
+    @pytest.mark.anyio
+    async def test_summary_failures_are_recorded_as_summarizer_errors(
+        self, summarizer: object, recorded: str
+    ) -> None:
+        """Whatever a summary fails with becomes a SummarizerError whose reason
+        the event records, sync and async; the call still succeeds."""
+        engine = Compressor(small_config(), summarizer=summarizer)  # type: ignore[arg-type]
+        for out in (
+            engine.call(long_history(8), ScriptedModel(["ok"])),
+            await engine.acall(long_history(8), ScriptedModel(["ok"]).acall),
+        ):
+            assert out.response == "ok" and out.update.event.summary_error == recorded
+            assert f"[ARS: the summary model failed: {recorded}]" in (
+                out.update.event.summary_message.text
+            )
 
     @pytest.mark.spec("R42")
     def test_no_valid_cutoff_falls_back_to_l1_view(self) -> None:

@@ -45,6 +45,7 @@ PUBLIC = sorted(
         "SummarizationEvent",
         "Summarizer",
         "SummarizerError",
+        "TiktokenUnavailableError",
         "SummaryConfig",
         "SummaryResult",
         "TiktokenEstimator",
@@ -155,6 +156,8 @@ def test_errors_share_one_base() -> None:
         "FileBackendError",
         "SummarizerError",
         "PluginError",
+        "TiktokenUnavailableError",
         "ContextOverflowError",
     ):
         assert issubclass(getattr(ars_core, name), ars_core.ArsError)
+    assert issubclass(ars_core.TiktokenUnavailableError, ImportError)  # `except ImportError` works
