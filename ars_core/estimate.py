@@ -268,7 +268,7 @@ class ApproxEstimator(CachingEstimator):
 
     Coefficients were fitted by least squares against tiktoken's ``o200k_base``
     (see ``benchmarks/fit_approx.py``); on English, Chinese, code and JSON the
-    error stays within 15% (``tests/test_estimate.py`` checks it).
+    error stays within 15% (``tests/core/test_estimate.py`` checks it).
     """
 
     name = "approx"

@@ -236,7 +236,6 @@ class TailTrim:
     tail: tuple[Message, ...]
     writes: tuple[FileWrite, ...]
     trimmed: tuple[int, ...]
-    tokens: int
 
 
 def trim_tail(
@@ -261,8 +260,7 @@ def trim_tail(
     total = fixed_tokens + sum(sizes)
     writes: list[FileWrite] = []
     trimmed: list[int] = []
-    order = list(range(len(new_tail)))
-    for i in order:
+    for i in range(len(new_tail)):
         if total <= budget:
             break
         orig = originals[i]
@@ -294,6 +292,4 @@ def trim_tail(
         total += new_size - sizes[i]
         new_tail[i], sizes[i] = new, new_size
         trimmed.append(i)
-    return TailTrim(
-        tail=tuple(new_tail), writes=tuple(writes), trimmed=tuple(trimmed), tokens=total
-    )
+    return TailTrim(tail=tuple(new_tail), writes=tuple(writes), trimmed=tuple(trimmed))

@@ -80,8 +80,8 @@ log = logging.getLogger("ars.langchain")
 
 #: the private state key of the L2 event (shared with deepagents' middleware, see the module doc)
 EVENT_KEY = "_summarization_event"
-#: Context fields naming a file scope other than the thread id
-SCOPE_FIELDS = ("ars_file_scope",)
+#: the Context field naming a file scope other than the thread id
+SCOPE_FIELD = "ars_file_scope"
 
 
 class ArsState(AgentState[Any]):
@@ -398,7 +398,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             forget_history = getattr(session.compressor.estimator, "forget_history", None)
             if forget_history is not None:
                 forget_history()
-        scope = _config_value(context, SCOPE_FIELDS[0]) or thread
+        scope = _config_value(context, SCOPE_FIELD) or thread
         backend = self._resolver.resolve(runtime, str(scope))
         return _Call(
             session=session,
