@@ -20,7 +20,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from ars_core import SummaryConfig
+from ars_core import SummaryConfig, describe_event
 from ars_langchain import ArsSummarizationMiddleware
 from ars_langchain.testing import FakeToolChatModel, tool_call
 
@@ -38,6 +38,7 @@ def main() -> None:
             summary_threshold=3, summary_l2_trigger_ratio=1.0, summary_tool_result_token_limit=200
         ),
         backend=backend,
+        on_event=lambda event: print("compression:", describe_event(event)),  # what ARS did
     )
     model = FakeToolChatModel(
         [
