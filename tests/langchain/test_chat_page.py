@@ -189,6 +189,8 @@ def test_chat_page_shows_compression_rounds_with_their_numbers_and_files(
     assert [a.text for a in links] == [*l2["offloaded"], l2["file_path"]]
     screenshot = tmp_path / "chat-page.png"
     assert browser.save_screenshot(str(screenshot))
+    png = screenshot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(png[16:20], "big") == 1400  # width
     artifacts = REPO / "artifacts"
     artifacts.mkdir(exist_ok=True)
     shutil.copyfile(screenshot, artifacts / "chat-page.png")
