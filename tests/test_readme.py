@@ -54,6 +54,25 @@ def test_readme_quick_start_runs_verbatim_and_prints_what_it_shows(tmp_path: Pat
     ] * 3
 
 
+@pytest.mark.spec("R30")
+def test_readme_capture_events_example_runs_verbatim(tmp_path: Path) -> None:
+    """The testing section's ``capture_events`` block runs unchanged (its own
+    assertion is the oracle) in a fresh process."""
+    (code,) = [c for lang, c in section_blocks("Testing your agent") if lang == "python"]
+    assert "capture_events()" in code and "assert captured.phases" in code
+    script = tmp_path / "capture.py"
+    script.write_text(code, encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_readme_lists_every_example_and_each_names_its_extra() -> None:
     """The README's examples table has every example with its extra, and each example
     says in its first lines how to install what it needs and how to run it."""

@@ -29,7 +29,13 @@ from ars_core import (
     read_history,
 )
 from ars_core.l1 import offload_body, sha256_text, truncation_marker
-from ars_core.testing import FailingBackend, FakeSummarizer, RecordingEmitter, ScriptedModel
+from ars_core.testing import (
+    FailingBackend,
+    FakeSummarizer,
+    RecordingEmitter,
+    ScriptedModel,
+    capture_events,
+)
 
 from .helpers import assistant, call, files_in, memory_backend, small_config, tool, user, words
 
@@ -380,11 +386,11 @@ class TestFailures:
 
     @pytest.mark.spec("R41")
     def test_summary_model_exception_is_not_raised(self) -> None:
-        emitter = RecordingEmitter()
         summarizer = FakeSummarizer(error=RuntimeError("summary backend down"))
         model = ScriptedModel(["ok"])
         state = long_history(8)
-        out = Compressor(small_config(), summarizer=summarizer, emitter=emitter).call(state, model)
+        with capture_events() as emitter:
+            out = Compressor(small_config(), summarizer=summarizer).call(state, model)
         event = out.update.event
         assert out.response == "ok"
         assert "RuntimeError: summary backend down" in event.summary_message.text
@@ -431,9 +437,9 @@ class TestFailures:
         """Too few messages to summarize: the L1 view is sent and state is unchanged."""
         c = call("bash")
         state = [user(words(900)), assistant("", c), tool(c, words(900))]
-        emitter = RecordingEmitter()
         model = ScriptedModel()
-        out = Compressor(small_config(), emitter=emitter).call(state, model)
+        with capture_events() as emitter:
+            out = Compressor(small_config()).call(state, model)
         assert out.update is None and out.level == "L1"
         assert model.calls[0][2].metadata.get(MARK_OFFLOADED)
         assert emitter.phases == [("started", "L1"), ("completed", "L1")]
@@ -441,24 +447,20 @@ class TestFailures:
     @pytest.mark.spec("R42")
     def test_no_cutoff_and_still_overflowing_propagates_and_fails(self) -> None:
         state = [user(words(2000)), assistant(words(10))]
-        emitter = RecordingEmitter()
         model = ScriptedModel(overflow_above=1500)
-        with pytest.raises(ContextOverflowError):
-            Compressor(small_config(), emitter=emitter).call(state, model)
+        with capture_events() as emitter, pytest.raises(ContextOverflowError):
+            Compressor(small_config()).call(state, model)
         assert emitter.phases == [("started", "L1"), ("failed", "L1")]
         assert "ContextOverflowError" in emitter.events[1].error
 
     @pytest.mark.spec("R32")
     def test_main_model_error_after_start_emits_failed(self) -> None:
-        emitter = RecordingEmitter()
-
         def broken(view: list[Message]) -> str:
             raise ValueError("provider 500")
 
-        with pytest.raises(ValueError, match="provider 500"):
-            Compressor(small_config(), emitter=emitter, summarizer=FakeSummarizer()).call(
-                long_history(8), broken
-            )
+        engine = Compressor(small_config(), summarizer=FakeSummarizer())
+        with capture_events() as emitter, pytest.raises(ValueError, match="provider 500"):
+            engine.call(long_history(8), broken)
         assert emitter.phases == [("started", "L1"), ("failed", "L2")]
         assert emitter.events[1].error == "ValueError: provider 500"
 
