@@ -4,6 +4,7 @@
 with ``yield from``, as httpx writes its auth flows::
 
     flow ............... measure: system + tools + effective messages
+     |- dropped_notice .... the stored event no longer matches: say so
      |- below_threshold ... effective messages fit: call the model, done
      |- level1 ............ L1 on a copy: offload big tool results, truncate big args
      |- after_l1
@@ -12,8 +13,8 @@ with ``yield from``, as httpx writes its auth flows::
          |- level2
              |- summarize ... archive || summary -> new SummarizationEvent
              |- trim_tail ... kept tail still too big: trim it (persisted by id)
-             |- finish ...... call the model, ``completed``
-     a started round that raises reports ``failed``
+             |- then ........ call the model, ``completed``
+     a started round that raises (or is cancelled) reports ``failed``
 
 The effects it yields are in :mod:`ars_core.effects`; :mod:`ars_core.engine`
 drives it synchronously or asynchronously.
