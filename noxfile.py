@@ -4,6 +4,7 @@
     nox -s tests -- -k r12 -x    # arguments after ``--`` go to pytest
     nox -s lint typecheck
     nox -s benchmarks -- --help
+    nox -s tests_core tests_langchain tests_llamaindex   # one extra installed at a time
 
 Virtualenvs under ``.nox/`` are reused between runs; ``--no-reuse-existing-virtualenvs``
 rebuilds them, ``-R`` skips reinstalling.
@@ -50,9 +51,69 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def benchmarks(session: nox.Session) -> None:
-    """Run ``benchmarks/run.py`` if it exists; posargs are passed through."""
-    script = ROOT / "benchmarks" / "run.py"
-    if not script.is_file():
-        session.skip("benchmarks/run.py does not exist yet")
+    """Run ``benchmarks/run.py``; posargs are passed through (``-- --quick``)."""
     _install_project(session)
-    session.run("python", str(script), *session.posargs)
+    session.run("python", str(ROOT / "benchmarks" / "run.py"), *session.posargs)
+
+
+# ---------------------------------------------------------------- one extra at a time
+#
+# Each session installs the project with one extra (plus the test tools and the
+# non-framework storage/CLI extras its tests use) and runs that extra's tests:
+# the core is proven to work with neither framework installed, each adapter with
+# only its own framework. The sessions name their test paths, so no test needing
+# an absent framework is collected (the full ``tests`` session runs everything,
+# tests/test_public_surfaces.py included, and skips nothing); ``ARS_TEST_EXTRA``
+# names the extra under test.
+
+#: the test paths of each extra (the rest of tests/ runs in the full ``tests`` session)
+EXTRA_TESTS = {
+    "core": [
+        "tests/core",
+        "tests/test_cli.py",
+        "tests/test_readme.py",
+        "tests/test_replay_any_text.py",
+    ],
+    "langchain": [
+        "tests/langchain",
+        "tests/test_infra.py",
+        "tests/test_benchmarks.py",
+    ],
+    "llamaindex": ["tests/llamaindex"],
+}
+#: what each session installs
+EXTRA_INSTALL = {
+    "core": "tiktoken,s3,cli,test",
+    "langchain": "tiktoken,langchain,postgres,s3,cli,server,test",
+    "llamaindex": "tiktoken,llamaindex,s3,test",
+}
+#: packages a session needs beyond its extras (the postgres extra brings LangGraph's saver)
+EXTRA_PACKAGES = {"core": [], "langchain": [], "llamaindex": ["asyncpg>=0.29"]}
+
+
+def _tests_of(session: nox.Session, extra: str) -> None:
+    session.install("-e", f".[{EXTRA_INSTALL[extra]}]", *EXTRA_PACKAGES[extra])
+    session.run(
+        "pytest",
+        *EXTRA_TESTS[extra],
+        *session.posargs,
+        env={"ARS_TEST_EXTRA": extra},
+    )
+
+
+@nox.session(python=PYTHON)
+def tests_core(session: nox.Session) -> None:
+    """The core's tests with only ``ars[tiktoken]`` (no LangChain, no LlamaIndex)."""
+    _tests_of(session, "core")
+
+
+@nox.session(python=PYTHON)
+def tests_langchain(session: nox.Session) -> None:
+    """The LangChain adapter's tests with only ``ars[langchain]`` (no LlamaIndex)."""
+    _tests_of(session, "langchain")
+
+
+@nox.session(python=PYTHON)
+def tests_llamaindex(session: nox.Session) -> None:
+    """The LlamaIndex adapter's tests with only ``ars[llamaindex]`` (no LangChain)."""
+    _tests_of(session, "llamaindex")
