@@ -34,15 +34,17 @@ import attrs
 from .config import SummaryConfig
 from .engine import CallOutcome, Compressor
 from .errors import MessageFormatError
-from .estimate import ApproxEstimator, Estimator, message_tokens
+from .estimate import Estimator, message_tokens
 from .events import SummarizationEvent
 from .files import FileBackend, FsspecBackend
 from .l1 import LARGE_TOOL_RESULTS_DIR
 from .l2 import HISTORY_DIR, TRIMMED_DIR
 from .messages import Message, read_messages
+from .resolve import resolve_summarizer
 from .summarize import ExtractiveSummarizer, SummaryResult, Usage, render_prompt
 
 __all__ = [
+    "CACHED_PRICE",
     "DEMO_THRESHOLD",
     "RUN_SUFFIXES",
     "SAMPLE_DIR",
@@ -62,6 +64,8 @@ SAMPLE_DIR = Path(__file__).resolve().parent / "data"
 #: ``--threshold``: they are 20-85K tokens long, so the production default (100K)
 #: would never trigger on them
 DEMO_THRESHOLD = 16
+#: the price of a prompt-cached input token relative to an uncached one (OpenAI, Anthropic)
+CACHED_PRICE = 0.1
 #: file name endings read as recorded runs when a folder is given
 RUN_SUFFIXES: tuple[str, ...] = (".jsonl.gz", ".json.gz", ".jsonl", ".json")
 
@@ -140,6 +144,8 @@ class CallRecord:
     tokens_sent: int  #: estimated tokens of the request ARS sent
     tokens_without: int  #: estimated tokens of the same request without ARS
     cutoff: int | None = None  #: the new cumulative cutoff after an L2 round
+    #: tokens of the request's prefix equal to the previous request's (a prompt-cache hit)
+    tokens_cached: int = 0
 
 
 @attrs.define
@@ -164,6 +170,10 @@ class RunReport:
     summary_input_tokens: int = 0
     summary_output_tokens: int = 0
     summary_errors: int = 0
+    #: request tokens repeating the previous request's prefix (cache hits), with ARS
+    tokens_cached_total: int = 0
+    #: the same without ARS (each request extends the previous one)
+    tokens_without_cached_total: int = 0
     warnings: list[str] = attrs.field(factory=list)
     seconds: float = 0.0
     calls: list[CallRecord] = attrs.field(factory=list)
@@ -175,10 +185,32 @@ class RunReport:
             self.tokens_sent_total / self.tokens_without_total if self.tokens_without_total else 1.0
         )
 
+    @property
+    def cache_hit_share(self) -> float:
+        """Share of the tokens sent with ARS that repeat the previous request's prefix."""
+        return self.tokens_cached_total / self.tokens_sent_total if self.tokens_sent_total else 0.0
+
+    @property
+    def effective_cost(self) -> float:
+        """Input billed as providers bill it, in token equivalents: uncached tokens, cached
+        ones at :data:`CACHED_PRICE`, summary calls (input and output) at full price."""
+        cached = self.tokens_cached_total
+        summary = self.summary_input_tokens + self.summary_output_tokens
+        return self.tokens_sent_total - cached + CACHED_PRICE * cached + summary
+
+    @property
+    def effective_cost_without(self) -> float:
+        """:attr:`effective_cost` of the same requests without ARS."""
+        cached = self.tokens_without_cached_total
+        return self.tokens_without_total - cached + CACHED_PRICE * cached
+
     def to_dict(self, *, calls: bool = True) -> dict[str, Any]:
         """A JSON-ready dict (``calls=False`` leaves out the per-call records)."""
         out = attrs.asdict(self, recurse=True)
         out["sent_ratio"] = round(self.sent_ratio, 4)
+        out["cache_hit_share"] = round(self.cache_hit_share, 4)
+        out["effective_cost"] = round(self.effective_cost, 1)
+        out["effective_cost_without"] = round(self.effective_cost_without, 1)
         out["summary_tokens"] = self.summary_input_tokens + self.summary_output_tokens
         out["seconds"] = round(self.seconds, 3)
         if not calls:
@@ -196,6 +228,9 @@ class RunReport:
         self.tokens_without_peak = max(self.tokens_without_peak, record.tokens_without)
         self.over_threshold += record.tokens_sent > threshold
         self.over_threshold_without += record.tokens_without > threshold
+        self.tokens_cached_total += record.tokens_cached
+        if len(self.calls):  # without ARS every request extends the previous one
+            self.tokens_without_cached_total += self.calls[-1].tokens_without
         self.calls.append(record)
 
 
@@ -213,6 +248,8 @@ _SUM_FIELDS = (
     "summary_input_tokens",
     "summary_output_tokens",
     "summary_errors",
+    "tokens_cached_total",
+    "tokens_without_cached_total",
     "seconds",
 )
 
@@ -342,12 +379,13 @@ class _Replay:
         self, compressor: Compressor, estimator: Estimator, system: Message | None
     ) -> None:
         self.compressor = compressor
-        self.estimator = estimator
+        self.estimator = estimator  #: counts the figures of the report
         self.system = system
         self.extra = estimator.count([], system=system)  # the system message's share
         self.state: list[Message] = []
         self.event: SummarizationEvent | None = None
         self.without = self.extra
+        self.previous: Sequence[Message] = ()  # the view of the previous request
 
     def call(self, reply: Message) -> tuple[CallOutcome, int | None]:
         """One model call answered by ``reply``; its state update applied.
@@ -364,9 +402,36 @@ class _Replay:
                 self.state[index] = replacement
         return outcome, cutoff
 
-    def sent(self, outcome: CallOutcome) -> int:
-        """Tokens of the request ARS sent, as ``estimator`` counts them."""
-        return self.extra + sum(message_tokens(self.estimator, m) for m in outcome.view)
+    def sent(self, outcome: CallOutcome) -> tuple[int, int]:
+        """Tokens of the request ARS sent, as ``estimator`` counts them, and how many of
+        them repeat the previous request's prefix (message by message, system included)."""
+        view, previous = outcome.view, self.previous
+        sizes = [message_tokens(self.estimator, m) for m in view]
+        shared = 0
+        while shared < min(len(view), len(previous)) and view[shared] == previous[shared]:
+            shared += 1
+        cached = self.extra + sum(sizes[:shared]) if previous else 0
+        self.previous = list(view)
+        return self.extra + sum(sizes), cached
+
+    def record(
+        self, reply: Message, report: RunReport, message_index: int, threshold: int
+    ) -> CallOutcome:
+        """One model call answered by ``reply``, counted in ``report``."""
+        outcome, cutoff = self.call(reply)
+        sent, cached = self.sent(outcome)
+        record = CallRecord(
+            call=report.model_calls + 1,
+            message_index=message_index,
+            level=outcome.level,
+            forced=outcome.forced,
+            tokens_sent=sent,
+            tokens_without=self.without,
+            cutoff=cutoff,
+            tokens_cached=cached,
+        )
+        report.add_call(record, threshold=threshold)
+        return outcome
 
     def append(self, message: Message) -> None:
         self.state.append(message)
@@ -384,6 +449,7 @@ def replay_messages(
     source: str = "",
     on_call: OnCall | None = None,
     compressor_options: Mapping[str, Any] | None = None,
+    counter: Estimator | None = None,
 ) -> RunReport:
     """Replay one recorded run through a fresh :class:`~ars_core.engine.Compressor`.
 
@@ -394,22 +460,21 @@ def replay_messages(
     adapter would persist it. Token figures are ``estimator``'s. ``on_call``
     receives every call's outcome and the system message (benchmarks count
     the views with their own tokenizer). ``compressor_options`` are extra
-    :class:`~ars_core.engine.Compressor` keyword arguments.
+    :class:`~ars_core.engine.Compressor` keyword arguments. ``estimator``
+    decides (the engine's default when ``None``); ``counter`` counts the
+    report's figures (default: the deciding estimator), e.g. the exact o200k
+    count whatever estimator ARS decided with.
     """
-    est = estimator or ApproxEstimator()
     recording = _RecordingBackend(
         backend if backend is not None else FsspecBackend("memory://ars-replay")
     )
-    metered = MeteredSummarizer(
-        summarizer if summarizer is not None else ExtractiveSummarizer(), est
-    )
     compressor = Compressor(
-        config,
-        estimator=est,
-        backend=recording,
-        summarizer=metered,
-        **dict(compressor_options or {}),
+        config, estimator=estimator, backend=recording, **dict(compressor_options or {})
     )
+    est = counter if counter is not None else compressor.estimator
+    inner = resolve_summarizer(summarizer)
+    metered = MeteredSummarizer(inner if inner is not None else ExtractiveSummarizer(), est)
+    compressor.summarizer = metered
     history = list(messages)
     system = history.pop(0) if history and history[0].role == "system" else None
     offset = 1 if system is not None else 0
@@ -419,17 +484,7 @@ def replay_messages(
     with _collect_warnings() as collected:
         for i, message in enumerate(history):
             if message.role == "assistant":
-                outcome, cutoff = replay.call(message)
-                record = CallRecord(
-                    call=report.model_calls + 1,
-                    message_index=i + offset,
-                    level=outcome.level,
-                    forced=outcome.forced,
-                    tokens_sent=replay.sent(outcome),
-                    tokens_without=replay.without,
-                    cutoff=cutoff,
-                )
-                report.add_call(record, threshold=config.threshold_tokens)
+                outcome = replay.record(message, report, i + offset, config.threshold_tokens)
                 if on_call is not None:
                     on_call(outcome, system)
             replay.append(message)

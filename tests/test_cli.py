@@ -67,7 +67,8 @@ def library_replay(path: Path, threshold: float) -> dict[str, Any]:
     system: Message | None = None
     if messages[0].role == "system":
         system, messages = messages[0], messages[1:]
-    est = ApproxEstimator()
+    est = ApproxEstimator()  # decides (the library default)
+    o200k = TiktokenEstimator("o200k_base")  # counts what the report shows
     config = SummaryConfig(summary_threshold=threshold)
     compressor = Compressor(
         config,
@@ -85,7 +86,9 @@ def library_replay(path: Path, threshold: float) -> dict[str, Any]:
         "without": [],
         "summary_tokens": 0,
         "cutoffs": [],
+        "cached": [],
     }
+    previous: list[Message] = []
     for i, m in enumerate(messages):
         if m.role == "assistant":
             outcome = compressor.call(state, lambda view, m=m: m, event=event, system=system)
@@ -102,8 +105,14 @@ def library_replay(path: Path, threshold: float) -> dict[str, Any]:
             out["calls"] += 1
             out["l1"] += outcome.level == "L1"
             out["l2"] += outcome.level == "L2"
-            out["sent"].append(est.count(list(outcome.view), system=system))
-            out["without"].append(est.count(messages[:i], system=system))
+            view = list(outcome.view)
+            out["sent"].append(o200k.count(view, system=system))
+            out["without"].append(o200k.count(messages[:i], system=system))
+            shared = 0  # the prefix repeated from the previous request: a prompt-cache hit
+            while shared < min(len(view), len(previous)) and view[shared] == previous[shared]:
+                shared += 1
+            out["cached"].append(o200k.count(view[:shared], system=system) if previous else 0)
+            previous = view
         state.append(m)
     out["threshold_tokens"] = config.threshold_tokens
     return out
@@ -137,34 +146,44 @@ def test_replay_without_arguments_prints_totals_matching_the_library(tmp_path: P
     assert "16K = 16,384 tokens" in text
     assert "extractive" in text and "no API key" in text
 
+    assert "decided with approx; counted with tiktoken:o200k_base" in text
+    assert max(len(line) for line in text.splitlines()) <= 100  # fits 100 columns
+
     oracles = {p.name.removesuffix(".jsonl.gz"): library_replay(p, 16) for p in SAMPLES}
-    rows = {
-        line.split()[0]: line.split()
-        for line in text.splitlines()
-        if line.split() and line.split()[0] in {*oracles, "total"}
-    }
-    assert set(rows) == {*oracles, "total"}
+    calls_table: dict[str, list[str]] = {}  # the first table a run's row appears in
+    tokens_table: dict[str, list[str]] = {}  # the second
+    for line in text.splitlines():
+        cols = line.split()
+        if cols and cols[0] in {*oracles, "total"}:
+            (tokens_table if cols[0] in calls_table else calls_table)[cols[0]] = cols
+    assert set(calls_table) == set(tokens_table) == {*oracles, "total"}
     files_seen = 0
     for name, o in oracles.items():
-        cols = rows[name]
-        calls, l1, l2, peak, peak_wo, sent, sent_wo = (_int(c) for c in cols[1:8])
-        over, over_wo, files, summaries, summary_tokens = (_int(c) for c in cols[9:14])
+        calls, l1, l2, peak, peak_wo, over, over_wo, files, summaries = (
+            _int(c) for c in calls_table[name][1:10]
+        )
+        sent, sent_wo = (_int(c) for c in tokens_table[name][1:3])
+        summary_tokens = _int(tokens_table[name][4])
+        cache_hits, effective = tokens_table[name][5], _int(tokens_table[name][6])
         assert (calls, l1, l2) == (o["calls"], o["l1"], o["l2"])
         assert (peak, peak_wo) == (max(o["sent"]), max(o["without"]))
         assert (sent, sent_wo) == (sum(o["sent"]), sum(o["without"]))
         assert over == sum(s > o["threshold_tokens"] for s in o["sent"])
         assert over_wo == sum(s > o["threshold_tokens"] for s in o["without"])
         assert (summaries, summary_tokens) == (o["l2"], o["summary_tokens"])
+        cached = sum(o["cached"])
+        assert cache_hits == f"{100 * cached / sum(o['sent']):.0f}%"
+        assert effective == round(sum(o["sent"]) - 0.9 * cached + o["summary_tokens"])
         on_disk = files_under(tmp_path / "ars-out" / name)
         assert files == len(on_disk) > 0
         files_seen += files
-    total = rows["total"]
+    total, total_tokens = calls_table["total"], tokens_table["total"]
     assert _int(total[1]) == sum(o["calls"] for o in oracles.values())
-    assert _int(total[6]) == sum(sum(o["sent"]) for o in oracles.values())
-    assert _int(total[7]) == sum(sum(o["without"]) for o in oracles.values())
-    assert _int(total[11]) == files_seen
-    # the demo shows both levels and keeps every request under the threshold
-    assert _int(total[2]) > 0 and _int(total[3]) > 0 and _int(total[9]) == 0
+    assert _int(total_tokens[1]) == sum(sum(o["sent"]) for o in oracles.values())
+    assert _int(total_tokens[2]) == sum(sum(o["without"]) for o in oracles.values())
+    assert _int(total[8]) == files_seen
+    # the demo shows both levels and keeps every request under the threshold (in o200k)
+    assert _int(total[2]) > 0 and _int(total[3]) > 0 and _int(total[6]) == 0
 
 
 JSON_RUN_KEYS = {
@@ -187,6 +206,11 @@ JSON_RUN_KEYS = {
     "summary_output_tokens": int,
     "summary_tokens": int,
     "summary_errors": int,
+    "tokens_cached_total": int,
+    "tokens_without_cached_total": int,
+    "cache_hit_share": float,
+    "effective_cost": float,
+    "effective_cost_without": float,
     "warnings": list,
     "seconds": float,
     "sent_ratio": float,
@@ -199,6 +223,7 @@ JSON_CALL_KEYS = {
     "tokens_sent": int,
     "tokens_without": int,
     "cutoff": (int, type(None)),
+    "tokens_cached": int,
 }
 
 
@@ -234,6 +259,7 @@ def test_replay_json_schema_and_files_on_disk(tmp_path: Path) -> None:
         "l2_threshold_tokens": 3276,
     }
     assert doc["estimator"] == "approx" and doc["summarizer"] == "extractive"
+    assert doc["counted_with"] == "tiktoken:o200k_base" and doc["cached_price"] == 0.1
     assert Path(doc["out"]) == (tmp_path / "out").resolve()
     assert len(doc["runs"]) == 1
     r = doc["runs"][0]
@@ -251,6 +277,15 @@ def test_replay_json_schema_and_files_on_disk(tmp_path: Path) -> None:
     assert r["tokens_sent_total"] == sum(c["tokens_sent"] for c in r["calls"])
     assert r["tokens_sent_peak"] == max(c["tokens_sent"] for c in r["calls"])
     assert r["l2_rounds"] == sum(c["level"] == "L2" for c in r["calls"]) == r["summary_calls"] > 1
+    # cache hits: per call, then the totals and the bill derived from them
+    assert r["calls"][0]["tokens_cached"] == 0
+    assert all(0 <= c["tokens_cached"] <= c["tokens_sent"] for c in r["calls"])
+    assert r["tokens_cached_total"] == sum(c["tokens_cached"] for c in r["calls"]) > 0
+    assert r["tokens_without_cached_total"] == sum(c["tokens_without"] for c in r["calls"][:-1])
+    assert r["cache_hit_share"] == round(r["tokens_cached_total"] / r["tokens_sent_total"], 4)
+    assert r["effective_cost"] == round(
+        r["tokens_sent_total"] - 0.9 * r["tokens_cached_total"] + r["summary_tokens"], 1
+    )
     for key in ("model_calls", "tokens_sent_total", "files_written", "summary_tokens"):
         assert doc["total"][key] == r[key]
 
@@ -374,6 +409,107 @@ def test_estimate_counts_per_estimator(tmp_path: Path) -> None:
     assert "o200k" in human.stdout and SAMPLES[0].name.removesuffix(".jsonl.gz") in human.stdout
 
 
+def test_estimate_without_arguments_estimates_the_shipped_samples(tmp_path: Path) -> None:
+    """``ars estimate`` with no FILE counts the sample runs, exactly as naming them does."""
+    bare = run_cli("estimate", "--json", cwd=tmp_path)
+    named = run_cli("estimate", *map(str, SAMPLES), "--json", cwd=tmp_path)
+    assert bare.returncode == 0 == named.returncode, bare.stderr
+    files = json.loads(bare.stdout)["files"]
+    assert [Path(f["file"]).name for f in files] == [p.name for p in SAMPLES]
+    assert [f["tokens"] for f in files] == [f["tokens"] for f in json.loads(named.stdout)["files"]]
+
+
+# ------------------------------------------------------------------ long runs, failures, plot
+
+
+def test_replay_shows_per_call_progress_on_a_terminal_only(tmp_path: Path) -> None:
+    """On a terminal, stderr carries a per-call progress bar up to the number of calls; piped,
+    stderr stays empty."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    run = SAMPLE_DIR / "django__django-16502.jsonl.gz"
+    calls = sum(m.role == "assistant" for m in read_messages(run))
+    primary, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))  # 120 columns
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ars_core", "replay", str(run), "--threshold", "8", "--json"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=secondary, text=True,
+    )
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            data = os.read(primary, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data.decode("utf-8", "replace"))
+    out, _ = proc.communicate(timeout=300)
+    os.close(primary)
+    assert proc.returncode == 0
+    assert json.loads(out)["total"]["model_calls"] == calls
+    bar = "".join(chunks)
+    assert "replaying" in bar and f"0/{calls}" in bar and "call" in bar  # counts calls, not runs
+    piped = run_cli("replay", str(run), "--threshold", "8", "--json", cwd=tmp_path)
+    assert piped.returncode == 0 and piped.stderr == ""
+
+
+def test_a_failing_summarizer_makes_replay_fail_unless_allowed(tmp_path: Path) -> None:
+    """A real summarizer that fails (here a plugin's, its provider unreachable): the report is
+    printed, one error line names the failures, exit 1; ``--allow-summary-errors`` exits 0."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(FIXTURE_PLUGIN)])}
+    env.pop("ARS_PLUGINS", None)
+    run = str(SAMPLE_DIR / "django__django-16502.jsonl.gz")
+    args = [sys.executable, "-m", "ars_core", "replay", run, "--threshold", "8", "--json",
+            "--summarizer", "failing"]
+    failed = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert failed.returncode == 1
+    total = json.loads(failed.stdout)["total"]
+    assert total["summary_errors"] == total["summary_calls"] == total["l2_rounds"] > 0
+    lines = [ln for ln in failed.stderr.splitlines() if ln.strip()]
+    assert lines == [
+        f"ars: error: {total['summary_errors']} of {total['summary_calls']} summary calls failed "
+        "(their summaries hold the error text; see the report); pass --allow-summary-errors to "
+        "accept that"
+    ]
+    allowed = subprocess.run(
+        [*args, "--allow-summary-errors"], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=300,
+    )
+    assert allowed.returncode == 0 and allowed.stderr == ""
+    assert json.loads(allowed.stdout)["total"]["summary_errors"] == total["summary_errors"]
+
+
+def test_plot_draws_before_and_after_the_threshold_and_the_l2_trigger() -> None:
+    """The figure: before/after lines with the replayed numbers, the labelled threshold T, the
+    L2 trigger line, thousands separators on the token axis."""
+    pytest.importorskip("matplotlib")
+    from ars_core.cli.plot import build_figure
+    from ars_core.replay import load_runs, replay_messages
+
+    config = SummaryConfig(summary_threshold=8)
+    run = load_runs([SAMPLE_DIR / "django__django-16502.jsonl.gz"])[0]
+    report = replay_messages(run.messages, config=config, name=run.name)
+    fig = build_figure(
+        [report], threshold=config.threshold_tokens, l2_threshold=config.l2_threshold_tokens
+    )
+    ax = fig.axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert list(lines["before ARS"].get_ydata()) == [c.tokens_without for c in report.calls]
+    assert list(lines["after ARS (sent)"].get_ydata()) == [c.tokens_sent for c in report.calls]
+    assert list(lines["threshold T = 8,192"].get_ydata()) == [8192, 8192]
+    assert list(lines["L2 trigger = 3,276"].get_ydata()) == [3276, 3276]
+    assert "T = 8,192" in [t.get_text() for t in ax.texts]
+    fig.canvas.draw()
+    ticks = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert any("," in t for t in ticks) and all(t.replace(",", "").isdigit() for t in ticks)
+
+
 # ------------------------------------------------------------------ bad input
 
 
@@ -431,7 +567,6 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Sequence[str], str]]:
         ),
         "unknown option": (["replay", good, "--frobnicate"], "--frobnicate"),
         "unknown command": (["compress"], "compress"),
-        "estimate without files": (["estimate"], "required"),
     }
 
 
@@ -465,7 +600,6 @@ def bad_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "plot into a missing folder",
         "unknown option",
         "unknown command",
-        "estimate without files",
     ],
 )
 def test_bad_input_gives_one_clear_line(case: str, bad_dir: Path) -> None:
@@ -541,8 +675,8 @@ def test_plugins_lists_what_is_registered_and_where_it_came_from(tmp_path: Path)
     assert (fixture["distribution"], fixture["version"], fixture["module"]) == (
         "ars-fixture-plugin", "0.1", "ars_fixture_plugin"
     )
-    assert fixture["hooks"] == ["compression_event", "register_estimators"]
-    assert fixture["estimators"] == ["words"]
+    assert fixture["hooks"] == ["compression_event", "register_estimators", "register_summarizers"]
+    assert fixture["estimators"] == ["words"] and fixture["summarizers"] == ["failing"]
     assert plugins["langchain"]["module"] == "ars_langchain.plugin"
 
     env["ARS_PLUGINS"] = "fixture"

@@ -4,7 +4,7 @@
 
     ars replay [RUN ...] [--threshold K] [--keep N] [--tool-limit T] [--ratio R]
                [--estimator NAME] [--summarizer NAME] [--out DIR] [--plot FILE.png] [--json]
-    ars estimate FILE ... [--json]
+    ars estimate [FILE ...] [--json]
     ars plugins
 
 ``ars replay`` reads recorded runs (OpenAI chat-completions JSON / JSONL, gzip

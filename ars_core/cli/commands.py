@@ -8,17 +8,22 @@ import json
 import logging
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+import attrs
+
 from .. import __version__
 from ..config import SummaryConfig
+from ..engine import CallOutcome, Compressor
 from ..errors import ArsError
 from ..estimate import Estimator
 from ..files import FsspecBackend
+from ..messages import Message
 from ..plugins import plugin_report
 from ..replay import (
+    CACHED_PRICE,
     DEMO_THRESHOLD,
     SAMPLE_DIR,
     Run,
@@ -55,14 +60,33 @@ def _config(args: argparse.Namespace, threshold: float) -> SummaryConfig:
     return config
 
 
-def _progress(items: Sequence[Run]) -> Iterator[Run]:
-    try:
-        tqdm: Any = importlib.import_module("tqdm").tqdm
-    except ImportError:
-        yield from items
-        return
-    # disable=None: no bar when stderr is not a terminal
-    yield from tqdm(items, desc="replaying", unit="run", file=sys.stderr, disable=None, leave=False)
+class _Progress:
+    """A per-call progress bar on stderr (tqdm) for long replays; nothing when stderr is not
+    a terminal or tqdm is not installed."""
+
+    def __init__(self, runs: Sequence[Run]) -> None:
+        calls = sum(m.role == "assistant" for run in runs for m in run.messages)
+        self.bar: Any = None
+        try:
+            tqdm: Any = importlib.import_module("tqdm").tqdm
+        except ImportError:
+            return
+        # disable=None: no bar when stderr is not a terminal
+        self.bar = tqdm(
+            total=calls, desc="replaying", unit="call", file=sys.stderr, disable=None, leave=False
+        )
+
+    def run(self, run: Run) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(run.name, refresh=False)
+
+    def call(self, outcome: CallOutcome, system: Message | None) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _check_plot(plot: Path | None) -> None:
@@ -85,42 +109,65 @@ def _out_dir(raw: str) -> Path:
     return out
 
 
-def _replay_all(
-    runs: Sequence[Run], config: SummaryConfig, estimator: Estimator, summarizer: Any, out: Path
-) -> list[RunReport]:
+@attrs.frozen
+class _Setup:
+    """What every run of one ``ars replay`` is replayed with."""
+
+    config: SummaryConfig
+    estimator: Estimator  #: decides
+    counter: Estimator  #: counts the report's figures
+    summarizer: Any
+    out: Path
+
+
+def _replay_all(runs: Sequence[Run], setup: _Setup) -> list[RunReport]:
     reports: list[RunReport] = []
-    for run in _progress(runs):
-        backend = FsspecBackend((out / run.name).as_uri())
-        try:
-            reports.append(
-                replay_messages(
-                    run.messages,
-                    config=config,
-                    estimator=estimator,
-                    summarizer=summarizer,
-                    backend=backend,
-                    name=run.name,
-                    source=run.source,
-                )
-            )
-        except ArsError:
-            raise
-        except Exception as exc:  # a summarizer or backend failing in a way the engine re-raised
-            raise CliError(
-                f"{run.source}: replay failed: {type(exc).__name__}: {one_line(exc)}"
-            ) from exc
+    progress = _Progress(runs)
+    try:
+        for run in runs:
+            progress.run(run)
+            reports.append(_replay_one(run, setup, progress))
+    finally:
+        progress.close()
     return reports
 
 
+def _replay_one(run: Run, setup: _Setup, progress: _Progress) -> RunReport:
+    try:
+        return replay_messages(
+            run.messages,
+            config=setup.config,
+            estimator=setup.estimator,
+            counter=setup.counter,
+            summarizer=setup.summarizer,
+            backend=FsspecBackend((setup.out / run.name).as_uri()),
+            name=run.name,
+            source=run.source,
+            on_call=progress.call,
+        )
+    except ArsError:
+        raise
+    except Exception as exc:  # a summarizer or backend failing in a way the engine re-raised
+        raise CliError(
+            f"{run.source}: replay failed: {type(exc).__name__}: {one_line(exc)}"
+        ) from exc
+
+
+def _exact_counter(estimator: Estimator) -> Estimator:
+    """tiktoken o200k when it is installed (exact counts whatever estimator decides), else
+    the deciding estimator."""
+    if estimator.name == "tiktoken:o200k_base":
+        return estimator
+    try:
+        return make_estimator("o200k")
+    except CliError:
+        return estimator
+
+
 def _json_doc(
-    args: argparse.Namespace,
-    config: SummaryConfig,
-    reports: Sequence[RunReport],
-    *,
-    estimator: Estimator,
-    summarizer: Any,
-    out: Path,
+    args: argparse.Namespace, setup: _Setup, reports: Sequence[RunReport]
 ) -> dict[str, Any]:
+    config = setup.config
     return {
         "ars_version": __version__,
         "command": "replay",
@@ -133,61 +180,98 @@ def _json_doc(
             "threshold_tokens": config.threshold_tokens,
             "l2_threshold_tokens": config.l2_threshold_tokens,
         },
-        "estimator": estimator.name,
-        "summarizer": summarizer_name(summarizer),
-        "out": str(out),
+        "estimator": setup.estimator.name,
+        "counted_with": setup.counter.name,
+        "cached_price": CACHED_PRICE,
+        "summarizer": summarizer_name(setup.summarizer),
+        "out": str(setup.out),
         "plot": args.plot,
         "runs": [r.to_dict() for r in reports],
         "total": total_report(reports).to_dict(calls=False),
     }
 
 
-def cmd_replay(args: argparse.Namespace, stdout: IO[str]) -> int:
-    """``ars replay``: replay runs through ARS, print the report, draw the plot."""
+def _setup(args: argparse.Namespace) -> _Setup:
     samples = not args.runs
     default_k = DEMO_THRESHOLD if samples else SummaryConfig().summary_threshold
     config = _config(args, args.threshold if args.threshold is not None else default_k)
-    estimator = make_estimator(args.estimator)
+    estimator = (
+        make_estimator(args.estimator) if args.estimator is not None else Compressor().estimator
+    )
     summarizer = make_summarizer(args.summarizer)
-    plot = Path(args.plot) if args.plot else None
-    _check_plot(plot)
+    _check_plot(Path(args.plot) if args.plot else None)
     if samples and not SAMPLE_DIR.is_dir():
         raise CliError(f"the shipped sample runs are missing ({SAMPLE_DIR}); pass RUN files")
-    runs = load_runs([SAMPLE_DIR] if samples else args.runs)
-    out = _out_dir(args.out)
+    return _Setup(config, estimator, _exact_counter(estimator), summarizer, Path(args.out))
+
+
+def _print_report(
+    args: argparse.Namespace, setup: _Setup, reports: Sequence[RunReport], stdout: IO[str]
+) -> None:
+    if args.json:
+        json.dump(_json_doc(args, setup, reports), stdout, indent=2, ensure_ascii=False)
+        stdout.write("\n")
+        return
+    summ = summarizer_name(setup.summarizer)
+    if summ == "extractive":
+        summ = "extractive (built in: no model, no API key)"
+    text = format_report(
+        reports,
+        total_report(reports),
+        config=setup.config,
+        estimator=setup.estimator.name,
+        counted_with=setup.counter.name,
+        summarizer=summ,
+        out=display_path(setup.out),
+        samples=not args.runs,
+        demo_threshold=not args.runs and args.threshold is None,
+    )
+    stdout.write(text + "\n")
+
+
+def cmd_replay(args: argparse.Namespace, stdout: IO[str]) -> int:
+    """``ars replay``: replay runs through ARS, print the report, draw the plot. Exits 1
+    when summary calls failed, unless ``--allow-summary-errors``."""
+    setup = _setup(args)
+    runs = load_runs([SAMPLE_DIR] if not args.runs else args.runs)
+    setup = attrs.evolve(setup, out=_out_dir(args.out))
     if args.verbose:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("ars: %(levelname)s: %(message)s"))
         log.addHandler(handler)
     log.propagate = False  # the engine's warnings are collected per run, not dumped on stderr
-    reports = _replay_all(runs, config, estimator, summarizer, out)
-    if args.json:
-        doc = _json_doc(args, config, reports, estimator=estimator, summarizer=summarizer, out=out)
-        json.dump(doc, stdout, indent=2, ensure_ascii=False)
-        stdout.write("\n")
-    else:
-        summ = summarizer_name(summarizer)
-        if summ == "extractive":
-            summ = "extractive (built in: no model, no API key)"
-        text = format_report(
-            reports,
-            total_report(reports),
-            config=config,
-            estimator=estimator.name,
-            summarizer=summ,
-            out=display_path(out),
-            samples=samples,
-            demo_threshold=samples and args.threshold is None,
+    reports = _replay_all(runs, setup)
+    _print_report(args, setup, reports, stdout)
+    if args.plot:
+        _write_plot(args, setup, reports, stdout)
+    total = total_report(reports)
+    if total.summary_errors and not args.allow_summary_errors:
+        print(
+            f"ars: error: {total.summary_errors} of {total.summary_calls} summary calls failed "
+            "(their summaries hold the error text; see the report); pass "
+            "--allow-summary-errors to accept that",
+            file=sys.stderr,
         )
-        stdout.write(text + "\n")
-    if plot is not None:
-        try:
-            write_plot(reports, plot, threshold=config.threshold_tokens)
-        except OSError as exc:
-            raise CliError(f"--plot {plot}: cannot write: {exc.strerror or exc}") from exc
-        if not args.json:
-            stdout.write(f"Plot written to {plot}\n")
+        return 1
     return 0
+
+
+def _write_plot(
+    args: argparse.Namespace, setup: _Setup, reports: Sequence[RunReport], stdout: IO[str]
+) -> None:
+    plot = Path(args.plot)
+    try:
+        write_plot(
+            reports,
+            plot,
+            threshold=setup.config.threshold_tokens,
+            l2_threshold=setup.config.l2_threshold_tokens,
+            counted_with=setup.counter.name,
+        )
+    except OSError as exc:
+        raise CliError(f"--plot {plot}: cannot write: {exc.strerror or exc}") from exc
+    if not args.json:
+        stdout.write(f"Plot written to {plot}\n")
 
 
 # ------------------------------------------------------------------ estimate
@@ -221,7 +305,7 @@ def _estimate_row(
 
 def cmd_estimate(args: argparse.Namespace, stdout: IO[str]) -> int:
     """``ars estimate``: token counts of transcripts per installed estimator."""
-    runs = load_runs(args.files)
+    runs = load_runs(args.files or [SAMPLE_DIR])
     estimators = installed_estimators()
     names = [e.name for e in estimators]
     reference = "tiktoken:o200k_base" if "tiktoken:o200k_base" in names else None

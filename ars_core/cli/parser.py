@@ -56,9 +56,11 @@ def _add_replay(sub: argparse._SubParsersAction[_Parser]) -> None:
     _add_config_options(rp)
     rp.add_argument(
         "--estimator",
-        default="approx",
+        default=None,
         metavar="NAME",
-        help="token estimator: approx (default), tiktoken/o200k, cl100k",
+        help="the token estimator ARS decides with: approx, tiktoken/o200k, cl100k, a plugin's "
+        "(default: the library's default); the report counts with tiktoken o200k when it is "
+        "installed, whatever decides",
     )
     rp.add_argument(
         "--summarizer",
@@ -78,9 +80,15 @@ def _add_replay(sub: argparse._SubParsersAction[_Parser]) -> None:
         "--plot",
         metavar="FILE.png",
         default=None,
-        help="draw tokens sent per call with and without ARS (needs matplotlib: ars[cli])",
+        help="draw the tokens of every request before and after ARS, with the threshold and the "
+        "L2 trigger (needs matplotlib: ars[cli])",
     )
     rp.add_argument("--json", action="store_true", help="print the report as JSON")
+    rp.add_argument(
+        "--allow-summary-errors",
+        action="store_true",
+        help="exit 0 even when summary calls failed (their summaries hold the error text)",
+    )
     rp.add_argument(
         "-v", "--verbose", action="store_true", help="print the engine's warnings as they happen"
     )
@@ -125,7 +133,13 @@ def _add_estimate(sub: argparse._SubParsersAction[_Parser]) -> None:
         "estimate",
         help="count tokens of transcripts with every estimator",
         description="Token counts of chat transcripts per estimator (approx, tiktoken o200k "
-        "and cl100k), with their disagreement relative to o200k.",
+        "and cl100k), with their disagreement relative to o200k. With no FILE: the sample runs "
+        "shipped with ars.",
     )
-    ep.add_argument("files", nargs="+", metavar="FILE", help="transcript files or folders")
+    ep.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="transcript files or folders (default: the shipped samples)",
+    )
     ep.add_argument("--json", action="store_true", help="print the counts as JSON")

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..config import SummaryConfig
-from ..replay import RunReport
+from ..replay import CACHED_PRICE, RunReport
 
 __all__ = ["format_estimates", "format_report"]
 
@@ -29,23 +29,34 @@ def format_report(
     out: str,
     samples: bool,
     demo_threshold: bool = False,
+    counted_with: str | None = None,
 ) -> str:
-    """The human-readable replay report."""
-    lines = _preamble(len(reports), config, estimator, summarizer, out, samples, demo_threshold)
-    lines += _table(reports, total)
-    lines.append(
-        "L1: calls where L1 alone was enough; L2: calls that also summarized older history "
-        "(L1 runs first);"
+    """The human-readable replay report (every line fits 100 columns)."""
+    counted_with = counted_with or estimator
+    lines = _preamble(
+        len(reports), config, estimator, summarizer, out, samples, demo_threshold, counted_with
     )
-    lines.append("over T: requests above the threshold; tokens are estimates.")
+    lines += _table(CALL_COLUMNS, reports, total)
+    lines += _wrap(
+        "L1: calls where L1 alone was enough; L2: calls that also summarized older history "
+        "(L1 runs first); over T: requests above the threshold."
+    )
+    lines.append("")
+    lines += _table(TOKEN_COLUMNS, reports, total)
+    lines += _wrap(
+        f"tokens counted with {counted_with}; cache hits: request tokens repeating the previous "
+        f"request's prefix (prompt caching); effective cost: uncached + {CACHED_PRICE:g} x "
+        "cached request tokens + summary calls, its share of the same without ARS."
+    )
     lines.append("")
     for line in _story(total, config.threshold_tokens, out):
-        indent = " " * (len(line) - len(line.lstrip()))
-        lines.extend(
-            textwrap.wrap(line, width=110, initial_indent="", subsequent_indent=indent + "  ")
-            or [""]
-        )
+        lines += _wrap(line)
     return "\n".join(lines)
+
+
+def _wrap(line: str) -> list[str]:
+    indent = " " * (len(line) - len(line.lstrip()))
+    return textwrap.wrap(line, width=TEXT_WIDTH, subsequent_indent=indent + "  ") or [""]
 
 
 def _preamble(
@@ -56,6 +67,7 @@ def _preamble(
     out: str,
     samples: bool,
     demo_threshold: bool,
+    counted_with: str,
 ) -> list[str]:
     t, t2 = config.threshold_tokens, config.l2_threshold_tokens
     what = (
@@ -66,7 +78,8 @@ def _preamble(
     thr = f"threshold {config.summary_threshold:g}K = {t:,} tokens"
     if demo_threshold:
         thr += " (a demo value for these short runs; the default is 100K, set with --threshold)"
-    return [
+    counted = "" if counted_with == estimator else f"; counted with {counted_with}"
+    lines = [
         f"ARS replay of {what}: each assistant turn is one model call through ARS,",
         "the recorded reply standing in for the model.",
         f"  {thr}",
@@ -74,31 +87,37 @@ def _preamble(
         f"{config.summary_keep_messages} messages; tool results over "
         f"{config.summary_tool_result_token_limit} "
         "tokens go to files",
-        f"  estimator {estimator}; summarizer {summarizer}; files under {out}",
-        "",
+        f"  decided with {estimator}{counted}; summarizer {summarizer}; files under {out}",
     ]
+    return [*(w for line in lines for w in _wrap(line)), ""]
 
 
-COLUMNS: list[Column] = [
+#: the first table: what happened to the requests
+CALL_COLUMNS: list[Column] = [
     ("", "calls", 5, lambda r: f"{r.model_calls}"),
     ("rounds", "L1", 3, lambda r: f"{r.l1_rounds}"),
     ("rounds", "L2", 3, lambda r: f"{r.l2_rounds}"),
-    ("largest", "ARS", 7, lambda r: f"{r.tokens_sent_peak:,}"),
-    ("largest", "no ARS", 7, lambda r: f"{r.tokens_without_peak:,}"),
-    ("all tokens", "ARS", 9, lambda r: f"{r.tokens_sent_total:,}"),
-    ("all tokens", "no ARS", 9, lambda r: f"{r.tokens_without_total:,}"),
-    ("all tokens", "share", 5, lambda r: _pct(r.tokens_sent_total, r.tokens_without_total)),
+    ("largest request", "ARS", 7, lambda r: f"{r.tokens_sent_peak:,}"),
+    ("largest request", "no ARS", 7, lambda r: f"{r.tokens_without_peak:,}"),
     ("over T", "ARS", 3, lambda r: f"{r.over_threshold}"),
     ("over T", "no ARS", 6, lambda r: f"{r.over_threshold_without}"),
     ("", "files", 5, lambda r: f"{r.files_written}"),
-    ("summaries", "n", 3, lambda r: f"{r.summary_calls}"),
-    (
-        "summaries",
-        "tokens",
-        7,
-        lambda r: f"{r.summary_input_tokens + r.summary_output_tokens:,}",
-    ),
+    ("", "summaries", 9, lambda r: f"{r.summary_calls}"),
 ]
+#: the second table: what it cost
+TOKEN_COLUMNS: list[Column] = [
+    ("all request tokens", "ARS", 9, lambda r: f"{r.tokens_sent_total:,}"),
+    ("all request tokens", "no ARS", 9, lambda r: f"{r.tokens_without_total:,}"),
+    ("all request tokens", "share", 5, lambda r: _pct(r.tokens_sent_total, r.tokens_without_total)),
+    ("", "summary tokens", 7, lambda r: f"{r.summary_input_tokens + r.summary_output_tokens:,}"),
+    ("", "cache hits", 5, lambda r: _pct(r.tokens_cached_total, r.tokens_sent_total)),
+    ("effective cost", "ARS", 9, lambda r: f"{round(r.effective_cost):,}"),
+    ("effective cost", "share", 5, lambda r: _pct(r.effective_cost, r.effective_cost_without)),
+]
+#: the widest run name shown (longer names are cut with "…"); every line fits 100 columns
+NAME_WIDTH = 26
+#: where the sentences below the tables wrap
+TEXT_WIDTH = 100
 
 
 def _widths(cols: Sequence[Column], rows: Sequence[RunReport]) -> list[int]:
@@ -124,10 +143,9 @@ def _group_line(cols: Sequence[Column], widths: Sequence[int], name_w: int) -> s
     return top.rstrip()
 
 
-def _table(reports: Sequence[RunReport], total: RunReport) -> list[str]:
-    cols = COLUMNS
+def _table(cols: Sequence[Column], reports: Sequence[RunReport], total: RunReport) -> list[str]:
     rows = [*reports, total]
-    name_w = min(40, max([len("run"), *(len(r.name) for r in reports)]))
+    name_w = min(NAME_WIDTH, max([len("run"), *(len(r.name) for r in reports)]))
     widths = _widths(cols, rows)
     head = f"{'run':<{name_w}}" + "".join(
         f"  {title:>{w}}" for (_, title, _, _), w in zip(cols, widths, strict=True)
@@ -168,6 +186,12 @@ def _story(total: RunReport, threshold: int, out: str) -> list[str]:
         f"{total.summary_input_tokens + total.summary_output_tokens:,} "
         f"tokens, counted separately).",
         _files_sentence(total, out),
+        f"Billed with prompt caching (cached input at {CACHED_PRICE:g}x, summary calls at full "
+        f"price): {round(total.effective_cost):,} token-equivalents with ARS, "
+        f"{_pct(total.effective_cost, total.effective_cost_without)} of the "
+        f"{round(total.effective_cost_without):,} without it "
+        f"({_pct(total.tokens_cached_total, total.tokens_sent_total)} of ARS's request tokens "
+        "were cache hits).",
     ]
     if total.summary_errors:
         lines.append(

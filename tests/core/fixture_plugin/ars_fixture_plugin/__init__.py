@@ -22,6 +22,20 @@ def register_estimators(register):  # type: ignore[no-untyped-def]
     register("words", WordEstimator)
 
 
+class FailingSummarizer:
+    """A summary model whose provider is down: every call raises."""
+
+    name = "failing"
+
+    def summarize(self, messages, prompt):  # type: ignore[no-untyped-def]
+        raise ConnectionError("summary provider unreachable")
+
+
+@hookimpl
+def register_summarizers(register):  # type: ignore[no-untyped-def]
+    register("failing", FailingSummarizer)
+
+
 @hookimpl
 def compression_event(event):  # type: ignore[no-untyped-def]
     SEEN.append(event)
