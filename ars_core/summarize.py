@@ -163,15 +163,7 @@ def condense_history(
     sizes = [message_tokens(est, m) for m in messages]
     if sum(sizes) <= budget:
         return list(messages)
-    fixed = {
-        i for i, m in enumerate(messages) if m.metadata.get(MARK_SUMMARY) or m.role == "system"
-    }
-    first_user = next(
-        (i for i, m in enumerate(messages) if m.role == "user" and i not in fixed), None
-    )
-    if first_user is not None:
-        fixed.add(first_user)
-    fixed.add(n - 1)
+    fixed = _kept_whole(messages)
     out: list[Message | None] = [messages[i] if i in fixed else None for i in range(n)]
     room = budget - sum(sizes[i] for i in fixed)
     shortening = False
@@ -187,7 +179,33 @@ def condense_history(
         if size > room:
             break
         out[i], room = short, room - size
-    omitted = sum(1 for i in range(n) if out[i] is None)
+    result = _noting_omissions(out)
+    if room < 0:  # the fixed messages alone are too big: shorten the largest of them too
+        result = [
+            _shortened(m, max(200, budget * 2)) if message_tokens(est, m) > budget // 4 else m
+            for m in result
+        ]
+    return result
+
+
+def _kept_whole(messages: Sequence[Message]) -> set[int]:
+    """Positions :func:`condense_history` keeps whole: the previous summary,
+    system messages, the first user message (the task) and the newest message."""
+    fixed = {
+        i for i, m in enumerate(messages) if m.metadata.get(MARK_SUMMARY) or m.role == "system"
+    }
+    first_user = next(
+        (i for i, m in enumerate(messages) if m.role == "user" and i not in fixed), None
+    )
+    if first_user is not None:
+        fixed.add(first_user)
+    fixed.add(len(messages) - 1)
+    return fixed
+
+
+def _noting_omissions(out: list[Message | None]) -> list[Message]:
+    """The kept messages, with one note where the omitted ones (``None``) were."""
+    omitted = sum(1 for m in out if m is None)
     result: list[Message] = []
     noted = False
     for kept in out:
@@ -203,11 +221,6 @@ def condense_history(
                     metadata={MARK_NOTE: True},
                 )
             )
-    if room < 0:  # the fixed messages alone are too big: shorten the largest of them too
-        result = [
-            _shortened(m, max(200, budget * 2)) if message_tokens(est, m) > budget // 4 else m
-            for m in result
-        ]
     return result
 
 
