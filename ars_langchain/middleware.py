@@ -61,12 +61,12 @@ from ars_core import (
 from ars_core.config import CONFIG_FIELDS
 from ars_core.messages import MARK_SUMMARY
 from ars_core.resolve import CallableEstimator, EstimatorLike
-from ars_core.typing import SummarizerLike
+from ars_core.typing import EventEmitter, OverflowClassifier, SummarizerLike
 
-from .backends import BackendResolver
+from .backends import BackendResolver, BackendSource
 from .convert import HistoryConverter, from_core, to_core, tool_schemas
 from .stream import stream_writer_emitter
-from .summarizer import ChatModelSummarizer
+from .summarizer import ChatModel, ChatModelSummarizer
 
 __all__ = [
     "EVENT_KEY",
@@ -210,14 +210,14 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         self,
         config: SummaryConfig | Mapping[str, Any] | None = None,
         *,
-        model: Any = None,
+        model: ChatModel | None = None,
         summarizer: SummarizerLike | None = None,
-        backend: Any = None,
+        backend: BackendSource | None = None,
         estimator: EstimatorLike | Callable[[], Estimator] | None = None,
-        on_event: Callable[[CompressionEvent], None] | None = None,
+        on_event: EventEmitter | None = None,
         on_summary_usage: Callable[[Usage], None] | None = None,
         on_model_usage: Callable[[dict[str, Any]], None] | None = None,
-        is_overflow: Callable[[BaseException], bool] = is_context_overflow,
+        is_overflow: OverflowClassifier = is_context_overflow,
         use_context: bool = True,
         stream: bool = True,
         name: str = "SummarizationMiddleware",

@@ -11,14 +11,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import BaseMessage, HumanMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
 
 from ars_core import ApproxEstimator, Message, SummaryResult, Usage
 from ars_core.summarize import render_prompt
 
-__all__ = ["SUMMARY_TAG", "ChatModelSummarizer", "usage_from_metadata"]
+__all__ = ["SUMMARY_TAG", "ChatModel", "ChatModelSummarizer", "usage_from_metadata"]
+
+#: a LangChain chat model (or any runnable that answers messages with a message)
+ChatModel = Runnable[LanguageModelInput, BaseMessage]
 
 #: tag on every summary call besides ``TAG_NOSTREAM`` (find them in traces)
 SUMMARY_TAG = "ars_summary"
@@ -52,7 +56,7 @@ class ChatModelSummarizer:
 
     def __init__(
         self,
-        model: Any,
+        model: ChatModel,
         *,
         on_usage: Callable[[Usage], None] | None = None,
         tags: Sequence[str] = (),
