@@ -285,6 +285,8 @@ def real_model(base_url: str, name: str, max_tokens: int) -> Any:
         model=name,
         api_key="not-needed",
         max_tokens=max_tokens,
+        # sent as `max_completion_tokens`, which llama-cpp-python's server ignores
+        extra_body={"max_tokens": max_tokens},
         temperature=0,
         stream_usage=True,
     )

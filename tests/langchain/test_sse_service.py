@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -23,6 +26,7 @@ from ars_core.l1 import sha256_text
 from ars_langchain import ArsSummarizationMiddleware, to_core
 from ars_langchain.testing import FakeToolChatModel
 from tests.langchain.helpers import parse_frames
+from tests.servers import LOCALHOST, free_port
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sse_chat_service.py"
 
@@ -243,3 +247,49 @@ async def test_sse_error_frame_when_the_run_fails() -> None:
     assert frames == [
         ("error", json.dumps({"error": "RuntimeError: provider down"}, separators=(",", ":")))
     ]
+
+
+def test_the_example_runs_as_its_docstring_says(tmp_path: Path) -> None:
+    """``python examples/sse_chat_service.py --port N`` serves the page and the chat on
+    127.0.0.1 (stopped by the test); ``--demo`` prints two requests' frames."""
+    env = {**os.environ, "PYTHONPATH": str(EXAMPLE.parents[1])}
+    env.pop("ARS_CHAT_MODEL_URL", None)
+    demo = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--demo"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert demo.returncode == 0, demo.stderr
+    assert demo.stdout.count("event: end\n") == 2
+    assert '"phase":"completed","level":"L2"' in demo.stdout
+    port = free_port()
+    log = (tmp_path / "server.log").open("wb")
+    server = subprocess.Popen(
+        [sys.executable, str(EXAMPLE), "--port", str(port)], stdout=log, stderr=log, env=env
+    )
+    try:
+        base = f"http://{LOCALHOST}:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                page = httpx.get(f"{base}/", timeout=5)
+                break
+            except httpx.TransportError:
+                assert server.poll() is None and time.monotonic() < deadline, (
+                    tmp_path / "server.log"
+                ).read_text()
+                time.sleep(0.2)
+        assert page.status_code == 200 and 'id="chat-form"' in page.text
+        with httpx.stream(
+            "POST", f"{base}/chat", json={"thread_id": "cli", "message": "disk usage"}, timeout=60
+        ) as resp:
+            text = "".join(resp.iter_text())
+        frames = parse_frames([f + "\n\n" for f in text.split("\n\n") if f])
+        tokens = "".join(json.loads(d)["content"] for ev, d in frames if ev == "token")
+        assert tokens == answer("disk usage") and frames[-1] == ("end", "{}")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        log.close()
