@@ -21,6 +21,7 @@ from ars_core import (
     SummaryConfig,
     SummaryResult,
     TiktokenEstimator,
+    ToolCall,
 )
 from ars_core.engine import CallOutcome
 from ars_core.replay import Run, replay_messages
@@ -31,13 +32,10 @@ from .common import LC, Context, canned_handler, fake_chat_model, split_system, 
 KEY = "B"
 NEEDS: tuple[str, ...] = ()
 
-PLACEHOLDERS = (
-    "Previous conversation was too long to summarize.",
-    "No previous conversation history.",
-)
 POLICIES = (
     "no compression",
     "ARS",
+    "ARS, without tiktoken",
     "ARS, o200k estimator",
     "ARS, usage-calibrated",
     "LangChain",
@@ -64,9 +62,21 @@ class TokenStats:
         self.requests += 1
         self.over += tokens > threshold
 
+    def add_summary(self, calls_before: int) -> None:
+        """Count one summary round; a placeholder when the summarizer was not called during
+        it (``calls_before``: :attr:`summary_calls` when the round began)."""
+        self.summaries += 1
+        self.placeholders += self.summary_calls == calls_before
+
+    @property
+    def total_cost(self) -> int:
+        """Request tokens plus summary-call tokens (input and output)."""
+        return self.total + self.summary_in + self.summary_out
+
 
 class O200k:
-    """o200k counting for every policy: a request is system + messages, per-message cached."""
+    """o200k counting for every policy, the same way: a request is system + messages,
+    per-message cached."""
 
     def __init__(self) -> None:
         self.est = TiktokenEstimator("o200k_base")
@@ -76,6 +86,13 @@ class O200k:
 
     def text(self, text: str) -> int:
         return self.est.count_text(text)
+
+    def counts_call_ids(self) -> bool:
+        """Whether a request's count includes tool-call ids (as a provider counts them)."""
+        call = ToolCall(id="call_" + "x" * 40, name="f", args={})
+        probe = Message(role="assistant", content="", tool_calls=(call,))
+        bare = Message(role="assistant", content="", tool_calls=(ToolCall(id="", name="f"),))
+        return self.est.count([probe]) > self.est.count([bare])
 
 
 class MeteredExtractive:
@@ -110,10 +127,6 @@ class MeteredExtractive:
         self.stats.summary_in += self.o200k.text(rendered)
         self.stats.summary_out += self.o200k.text(text)
         return text
-
-
-def _is_placeholder(text: Any) -> bool:
-    return any(p in (text if isinstance(text, str) else str(text)) for p in PLACEHOLDERS)
 
 
 # ================================================================== the policies
@@ -162,12 +175,14 @@ def tokens_ars(
     """Replay ``run`` through ARS. With ``calibrate``, every request's o200k count is fed
     back as the provider's reported usage (what the adapters do with ``usage_metadata``)."""
     threshold = int(threshold_k * 1024)
-    levels: list[str | None] = []
+    calls_before = [stats.summary_calls]  # summarizer calls when the previous call ended
     if calibrate and estimator is None:
         estimator = ApproxEstimator()
 
     def on_call(outcome: CallOutcome, sys_msg: Message | None) -> None:
-        levels.append(outcome.level)
+        if outcome.level == "L2":
+            stats.add_summary(calls_before[0])
+        calls_before[0] = stats.summary_calls
         sent = o200k.request(sys_msg, outcome.view)
         stats.add_request(sent, threshold)
         if calibrate:
@@ -181,7 +196,6 @@ def tokens_ars(
         backend=FsspecBackend("memory://bench-tokens"),
         on_call=on_call,
     )
-    stats.summaries += sum(level == "L2" for level in levels)
 
 
 def tokens_langchain(
@@ -208,14 +222,11 @@ def tokens_langchain(
     state: list[Any] = []
     for m in history:
         if m.role == "assistant":
+            calls_before = stats.summary_calls
             update = mw.before_model({"messages": state}, None)  # type: ignore[arg-type]
             if update is not None:
                 state = list(update["messages"][1:])
-                stats.summaries += 1
-                summary_text = (
-                    state[0].text if isinstance(state[0].text, str) else str(state[0].content)
-                )
-                stats.placeholders += _is_placeholder(summary_text)
+                stats.add_summary(calls_before)
             stats.add_request(o200k.request(system, [lc.to_core(x) for x in state]), threshold)
         state.append(lc.from_core(m))
 
@@ -283,10 +294,10 @@ def tokens_deepagents(
     )
     for m in history:
         if m.role == "assistant":
+            calls_before = stats.summary_calls
             sent, event = driver.call()
             if event is not None:
-                stats.summaries += 1
-                stats.placeholders += _is_placeholder(event["summary_message"].text)
+                stats.add_summary(calls_before)
             stats.add_request(o200k.request(system, [lc.to_core(x) for x in sent]), threshold)
         driver.state.append(lc.from_core(m))
 
@@ -302,6 +313,7 @@ def _row(
     for i, run in enumerate(run_list):
         tokens_none(run, threshold, o200k, row["no compression"])
         tokens_ars(run, k, o200k, row["ARS"], keep)
+        tokens_ars(run, k, o200k, row["ARS, without tiktoken"], keep, ApproxEstimator())
         tokens_ars(run, k, o200k, row["ARS, o200k estimator"], keep, o200k.est)
         tokens_ars(run, k, o200k, row["ARS, usage-calibrated"], keep, calibrate=True)
         tokens_langchain(run, threshold, o200k, row["LangChain"], keep, lc)
@@ -328,22 +340,28 @@ def measure(ctx: Context) -> dict[str, Any]:
         "table": result,
         "runs": [r.name for r in runs],
         "keep": args.keep,
+        "call_ids_counted": o200k.counts_call_ids(),
     }
 
 
 _INTRO = (
     "{n} runs (the largest available), every assistant turn one request, all requests counted "
-    "with tiktoken o200k_base. ARS: L1+L2 with its defaults (approx estimator) and keep {keep}; "
+    "with tiktoken o200k_base. ARS: L1+L2 with its defaults and keep {keep}; "
     'LangChain and deepagents `SummarizationMiddleware`: trigger `("tokens", T)`, keep {keep} '
     "messages, their default token counter and `trim_tokens_to_summarize`; observation masking: "
     "the last {keep} tool results kept, older ones replaced by a one-line placeholder. Every "
     "policy summarizes with the same built-in extractive summarizer; summary-call tokens are what "
     "a chat-model summarizer would have been sent (each policy's own prompt) plus the summary, "
-    'counted apart from the requests. "placeholders" are summaries produced without calling the '
-    'summarizer. "ARS, usage-calibrated" is ARS with its approx estimator calibrated, after each '
+    'counted apart from the requests; "total cost" adds them to the request tokens. '
+    '"placeholders" are summary rounds in which the summarizer was not called (counted by the '
+    "calls, not by the text). Every request of every policy is counted the same way{ids}. "
+    '"ARS" is its default configuration (the engine\'s default estimator); '
+    '"ARS, without tiktoken" decides with the approx estimator, the fallback when tiktoken is '
+    "not installed. "
+    '"ARS, usage-calibrated" is ARS with its approx estimator calibrated, after each '
     "request, by that request's o200k count standing in for the provider's reported usage (as "
     'the adapters do with `usage_metadata`). "ARS, o200k estimator" is ARS deciding with '
-    "tiktoken o200k instead of its default approx estimator."
+    "tiktoken o200k."
 )
 HEADER = [
     "T (tokens)",
@@ -356,12 +374,19 @@ HEADER = [
     "summaries",
     "placeholders",
     "summary-call tokens",
+    "total cost",
+    "cost % of none",
 ]
 
 
 def render(ctx: Context, data: dict[str, Any]) -> list[str]:
     lines = ["## B. Tokens sent over whole replayed runs", ""]
-    lines += [_INTRO.format(n=len(data["runs"]), keep=data["keep"]), ""]
+    ids = (
+        ", tool-call ids and types included (a provider counts them)"
+        if data.get("call_ids_counted")
+        else ""
+    )
+    lines += [_INTRO.format(n=len(data["runs"]), keep=data["keep"], ids=ids), ""]
     rows = []
     for k in data["thresholds"]:
         row = data["table"][k]
@@ -380,21 +405,49 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
                     f"{s.summaries:,}",
                     f"{s.placeholders:,}",
                     f"{s.summary_in + s.summary_out:,}",
+                    f"{s.total_cost:,}",
+                    f"{100 * s.total_cost / base:.1f}%",
                 ]
             )
-    lines += [*table(HEADER, rows, "rlrrrrrrrr"), ""]
+    lines += [*table(HEADER, rows, "rlrrrrrrrrrr"), ""]
     for k in data["thresholds"]:
         row = data["table"][k]
         ars, base = row["ARS"], row["no compression"].total or 1
         lines.append(
             f"Target at T={int(k * 1024):,}: ARS sends {100 * ars.total / base:.1f}% of the "
             "uncompressed tokens (target <= 30%: "
-            f"**{'met' if ars.total <= 0.3 * base else 'NOT met'}**) "
-            f"and {ars.over} requests over T counted in o200k (ARS decides with its approx "
-            "estimator)."
+            f"**{'met' if ars.total <= 0.3 * base else 'NOT met'}**)."
         )
-    lines.append("")
+    lines += ["", *_default_configuration(data), ""]
     return lines
+
+
+def _default_configuration(data: dict[str, Any]) -> list[str]:
+    """Requests above T with the default configuration, with and without tiktoken."""
+    rows = []
+    for k in data["thresholds"]:
+        row = data["table"][k]
+        rows.append(
+            [
+                f"{int(k * 1024):,}",
+                f"{row['ARS'].over:,}",
+                f"{row['ARS, without tiktoken'].over:,}",
+                f"{row['ARS'].requests:,}",
+            ]
+        )
+    met = all(
+        data["table"][k][name].over == 0
+        for k in data["thresholds"]
+        for name in ("ARS", "ARS, without tiktoken")
+    )
+    return [
+        "### Requests above T with the default configuration",
+        "",
+        *table(["T (tokens)", "ARS, defaults", "ARS, defaults without tiktoken", "requests"], rows),
+        "",
+        f"Target: 0 requests above T (counted in o200k) at every T, with and without tiktoken: "
+        f"**{'met' if met else 'NOT met'}**.",
+    ]
 
 
 def raw(data: dict[str, Any]) -> dict[str, Any]:

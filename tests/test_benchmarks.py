@@ -44,6 +44,18 @@ def parse_tables(markdown: str) -> list[list[dict[str, str]]]:
     return tables
 
 
+def section_tables(markdown: str, heading: str) -> list[list[dict[str, str]]]:
+    """The tables of the section (or sub-section) that starts with ``heading``."""
+    start = markdown.index(heading)
+    level = heading.split(" ", 1)[0] + " "
+    end = len(markdown)
+    for marker in ("\n## ", "\n### ") if level == "### " else ("\n## ",):
+        found = markdown.find(marker, start + len(heading))
+        if found >= 0:
+            end = min(end, found)
+    return parse_tables(markdown[start:end])
+
+
 def num(cell: str) -> float:
     return float(cell.replace(",", "").rstrip("%x"))
 
@@ -88,12 +100,13 @@ def test_report_has_every_section(smoke: tuple[str, dict[str, object], str]) -> 
         "## A. Per-call overhead",
         "### One L2 round",
         "## B. Tokens sent",
+        "### Requests above T with the default configuration",
         "## C. Estimators",
         "## D. Core per-call overhead",
         "## E. Prompt-cache cost",
     ):
         assert heading in report
-    assert len(parse_tables(report)) == 7  # A, L2, B, C errors, C speed, D, E
+    assert len(parse_tables(report)) == 8  # A, L2, B, B defaults, C errors, C speed, D, E
     assert set(raw) == {"per_call_ms", "l2_ms", "tokens", "estimator_speed_mb_s", "cache"}
 
 
@@ -121,10 +134,10 @@ def test_overhead_table(smoke: tuple[str, dict[str, object], str]) -> None:
 
 def test_token_table_against_an_o200k_recount(smoke: tuple[str, dict[str, object], str]) -> None:
     report, _, _ = smoke
-    b = parse_tables(report)[2]
+    b = section_tables(report, "## B. Tokens sent")[0]
     policies = [row["policy"] for row in b]
-    assert policies == ["no compression", "ARS", "ARS, o200k estimator", "ARS, usage-calibrated",
-                        "LangChain", "observation masking", "deepagents"]
+    assert policies == ["no compression", "ARS", "ARS, without tiktoken", "ARS, o200k estimator",
+                        "ARS, usage-calibrated", "LangChain", "observation masking", "deepagents"]
     rows = {row["policy"]: row for row in b}
     threshold = int(num(b[0]["T (tokens)"]))
     assert threshold == 4096
@@ -157,6 +170,10 @@ def test_token_table_against_an_o200k_recount(smoke: tuple[str, dict[str, object
         assert num(row["% of none"]) == pytest.approx(
             100 * num(row["total tokens"]) / totals, abs=0.06
         )
+        # the total cost: request tokens plus summary-call tokens
+        cost = num(row["total tokens"]) + num(row["summary-call tokens"])
+        assert num(row["total cost"]) == cost
+        assert num(row["cost % of none"]) == pytest.approx(100 * cost / totals, abs=0.06)
     ars = rows["ARS"]
     assert num(ars["summaries"]) > 0 and num(ars["placeholders"]) == 0
     assert num(ars["summary-call tokens"]) > 0
@@ -171,10 +188,33 @@ def test_token_table_against_an_o200k_recount(smoke: tuple[str, dict[str, object
     assert num(rows["observation masking"]["summaries"]) == 0
     assert "Target at T=4,096" in report
 
+    # requests above T with the default configuration: B's own numbers, with/without tiktoken
+    defaults = section_tables(report, "### Requests above T with the default configuration")[0]
+    assert [row["T (tokens)"] for row in defaults] == ["4,096"]
+    assert defaults[0]["ARS, defaults"] == rows["ARS"]["over T"]
+    assert defaults[0]["ARS, defaults without tiktoken"] == rows["ARS, without tiktoken"]["over T"]
+    assert num(defaults[0]["requests"]) == requests
+
+
+def test_placeholders_are_rounds_without_a_summarizer_call() -> None:
+    """A summary round counts as a placeholder when the summarizer was not called during it,
+    whatever the summary's text says (a real summary may quote an earlier placeholder)."""
+    sys.path.insert(0, str(REPO_ROOT))
+    try:
+        from benchmarks.tokens import TokenStats
+    finally:
+        sys.path.remove(str(REPO_ROOT))
+    stats = TokenStats()
+    before = stats.summary_calls
+    stats.summary_calls += 1  # the summarizer ran (its text may quote a placeholder)
+    stats.add_summary(before)
+    stats.add_summary(stats.summary_calls)  # a round in which it did not run
+    assert (stats.summaries, stats.placeholders) == (2, 1)
+
 
 def test_estimator_tables(smoke: tuple[str, dict[str, object], str]) -> None:
     report, raw, _ = smoke
-    errors, speed = parse_tables(report)[3:5]
+    errors, speed = section_tables(report, "## C. Estimators")[:2]
     cats = {row["samples"] for row in errors}
     assert {"agent messages", "JSON", "code", "whole runs"} <= cats
     for row in errors:
@@ -189,7 +229,7 @@ def test_estimator_tables(smoke: tuple[str, dict[str, object], str]) -> None:
 
 def test_flatness_table(smoke: tuple[str, dict[str, object], str]) -> None:
     report, raw, _ = smoke
-    d = parse_tables(report)[5]
+    d = section_tables(report, "## D. Core per-call overhead")[0]
     assert [row["history"] for row in d] == ["50", "100"]
     for row in d:
         assert 0 < num(row["core median (ms)"]) <= num(row["core p95 (ms)"]) + 1e-9
@@ -232,7 +272,7 @@ def test_cache_table_against_an_o200k_recount(smoke: tuple[str, dict[str, object
     tokens are each request minus its new messages (recounted here); ARS has no
     prefix rewrite outside a summary round."""
     report, _, _ = smoke
-    e = parse_tables(report)[6]
+    e = section_tables(report, "## E. Prompt-cache cost")[0]
     rows = {row["policy"]: row for row in e}
     assert list(rows) == [
         "no compression",
