@@ -123,3 +123,14 @@ def test_package_code_names_behaviours_not_requirement_numbers() -> None:
         if re.search(r"\bR\d+\b", line)
     ]
     assert numbered == []
+
+
+def test_test_names_say_the_behaviour_not_the_requirement_number() -> None:
+    """``test_r12_...`` names are gone: the marker carries the number, the name
+    the behaviour."""
+    numbered = [
+        f"{path.relative_to(REPO_ROOT)}: {name}"
+        for path in sorted(TESTS.rglob("test_*.py"))
+        for name in re.findall(r"def (test_r\d+\w*)", path.read_text(encoding="utf-8"))
+    ]
+    assert numbered == []
