@@ -297,16 +297,18 @@ def build_demo(
     *,
     model_name: str = "local",
     max_tokens: int = 128,
+    threshold_k: float = 1,
     max_threads: int = 256,
 ) -> ChatSetup:
     """The demo service: small ARS thresholds so compression shows within a few messages.
 
     ``model_url``: an OpenAI-compatible server (serving ``model_name``) every thread
     talks to, which also writes the summaries; ``None``: a scripted model per thread
-    with a log-search tool, and the built-in extractive summarizer.
+    with a log-search tool, and the built-in extractive summarizer. ``threshold_k``
+    is ARS's ``summary_threshold`` (T = threshold_k x 1,024 tokens).
     """
     config = SummaryConfig(
-        summary_threshold=1,  # T = 1,024 tokens
+        summary_threshold=threshold_k,
         summary_keep_messages=2,
         summary_tool_result_token_limit=200,
         summary_l2_trigger_ratio=0.5,
