@@ -48,6 +48,7 @@ from .messages import (
     to_openai,
 )
 from .plugins import get_estimator, get_file_backend, get_plugin_manager, get_summarizer
+from .retention import Retention, audit_retention, task_retention, task_statement
 from .round import CompressionRound
 from .sse import SSE_EVENT_NAME, encode_sse, sse_frame
 from .summarize import (
@@ -89,6 +90,7 @@ __all__ = [
     "MessageFormatError",
     "PathBoundaryError",
     "PluginError",
+    "Retention",
     "StateUpdate",
     "SummarizationEvent",
     "Summarizer",
@@ -100,6 +102,7 @@ __all__ = [
     "ToolCall",
     "Usage",
     "__version__",
+    "audit_retention",
     "check_path",
     "describe_event",
     "effective_messages",
@@ -117,6 +120,8 @@ __all__ = [
     "read_messages",
     "sanitize_name",
     "sse_frame",
+    "task_retention",
+    "task_statement",
     "to_global_cutoff",
     "to_openai",
 ]

@@ -34,9 +34,8 @@ DEFAULT_SUMMARY_PROMPT = """你是一个负责压缩长对话上下文的助手�
 </messages>"""
 
 
-#: the default summary bound is 1/8 of the entry threshold, kept within these
-SUMMARY_TOKENS_FLOOR = 1024
-SUMMARY_TOKENS_CAP = 4096
+#: the default summary bound is the L2 threshold, at least this, and at most T/2
+SUMMARY_TOKENS_FLOOR = 256
 
 
 def _positive_int(field: str) -> Any:
@@ -132,18 +131,22 @@ class SummaryConfig:
         default=None,
         validator=_optional_positive_int("summary_max_tokens"),
         metadata=_meta(
-            "largest summary kept, in tokens (longer ones are cut with a marker); "
-            "default: 1/8 of the entry threshold, at least 1,024 and at most 4,096"
+            "largest summary kept, in tokens (longer ones are cut with a marker); the "
+            "task a summary keeps is sized from it; default: the L2 threshold, at least "
+            "256 and at most half the entry threshold"
         ),
     )
 
     @property
     def summary_token_limit(self) -> int:
-        """The bound on a summary's size: ``summary_max_tokens``, or 1/8 of ``T``
-        kept between 1,024 and 4,096 tokens."""
+        """The bound on a summary's size (the summary budget): ``summary_max_tokens``,
+        or the L2 threshold — at least 256 tokens and at most ``T/2`` — so a
+        summary never triggers the next round on its own, the kept tail fits
+        beside it, and a long task statement still fits in it."""
         if self.summary_max_tokens is not None:
             return self.summary_max_tokens
-        return min(SUMMARY_TOKENS_CAP, max(SUMMARY_TOKENS_FLOOR, self.threshold_tokens // 8))
+        floored = max(SUMMARY_TOKENS_FLOOR, self.l2_threshold_tokens)
+        return min(self.threshold_tokens // 2, floored)
 
     @property
     def threshold_tokens(self) -> int:

@@ -34,7 +34,7 @@ from .files import FileBackend
 from .l1 import FileWrite
 from .l2 import describe_error
 from .messages import Message
-from .summarize import AsyncSummarizer, Summarizer, SummaryResult
+from .summarize import AsyncSummarizer, Summarizer, SummaryResult, bound_summarizer
 
 __all__ = [
     "ArchiveAndSummarize",
@@ -80,6 +80,7 @@ class ArchiveAndSummarize:
     archive: FileWrite
     history: list[Message]
     prompt: str
+    budget: int
 
 
 @attrs.frozen
@@ -248,7 +249,7 @@ class SyncEffects:
 
     def summarize(self, effect: ArchiveAndSummarize) -> SummaryResult | SummarizerError:
         try:
-            summarize = getattr(self.summarizer, "summarize", None)
+            summarize = getattr(bound_summarizer(self.summarizer, effect.budget), "summarize", None)
             if summarize is None:
                 name = type(self.summarizer).__name__
                 raise TypeError(f"{name} only summarizes asynchronously (use acall/acompact)")
@@ -296,7 +297,9 @@ class AsyncEffects:
         return ledger.failed
 
     async def summarize(self, effect: ArchiveAndSummarize) -> SummaryResult | SummarizerError:
-        asummarize = getattr(self.sync.summarizer, "asummarize", None)
+        asummarize = getattr(
+            bound_summarizer(self.sync.summarizer, effect.budget), "asummarize", None
+        )
         if asummarize is None:
             return await anyio.to_thread.run_sync(self.sync.summarize, effect)
         try:

@@ -56,7 +56,7 @@ from .l2 import (
     validate_summary,
 )
 from .messages import Message
-from .summarize import ExtractiveSummarizer, SummaryResult, condense_history
+from .summarize import ExtractiveSummarizer, SummaryResult, condense_history, summary_budget
 
 __all__ = ["CallOutcome", "FlowSettings", "StateUpdate", "flow"]
 
@@ -402,7 +402,9 @@ def _summarize(r: _Round, l1: _L1View, cut: _Cut) -> Generator[Effect, Any, Summ
     )
     budget = s.summary_input_tokens or max(1024, r.threshold // 2)
     cleaned = condense_history(l1.view[: cut.local], budget, s.estimator)
-    archive_error, summary = yield ArchiveAndSummarize(archive, cleaned, s.config.summary_prompt)
+    archive_error, summary = yield ArchiveAndSummarize(
+        archive, cleaned, s.config.summary_prompt, summary_budget(s.config)
+    )
     file_path = None if archive_error is not None else archive.path
     if archive_error is not None:
         log.warning(
@@ -432,7 +434,7 @@ def _new_event(
         else:
             log.error("ARS: summary rejected: %s", checked.error)
         prompt = s.config.summary_prompt
-        fallback = ExtractiveSummarizer().summarize(cleaned, prompt)
+        fallback = ExtractiveSummarizer(summary_tokens=limit).summarize(cleaned, prompt)
         fallback_text = validate_summary(fallback, limit=limit, estimator=s.estimator).text
         message = build_summary_message(
             None,

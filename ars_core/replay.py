@@ -41,7 +41,13 @@ from .l1 import LARGE_TOOL_RESULTS_DIR
 from .l2 import HISTORY_DIR, TRIMMED_DIR
 from .messages import Message, read_messages
 from .resolve import resolve_summarizer
-from .summarize import ExtractiveSummarizer, SummaryResult, Usage, render_prompt
+from .summarize import (
+    ExtractiveSummarizer,
+    SummaryResult,
+    Usage,
+    bound_summarizer,
+    render_prompt,
+)
 
 __all__ = [
     "CACHED_PRICE",
@@ -298,12 +304,18 @@ class MeteredSummarizer:
     """
 
     def __init__(self, inner: Any, estimator: Estimator) -> None:
-        self.inner = inner
+        self.inner = self._unbounded = inner
         self.estimator = estimator
         self.calls = 0
         self.errors = 0
         self.input_tokens = 0
         self.output_tokens = 0
+
+    def with_budget(self, summary_tokens: int) -> MeteredSummarizer:
+        """Bound the wrapped summarizer to the engine's summary budget (one replay
+        runs one call at a time, so the wrapper is re-bound in place)."""
+        self.inner = bound_summarizer(self._unbounded, summary_tokens)
+        return self
 
     def summarize(self, messages: Sequence[Message], prompt: str) -> SummaryResult:
         self.calls += 1

@@ -8,12 +8,13 @@ in a worker thread on the async path.
 
 :func:`condense_history` bounds what the summary model reads: when the history
 is larger than its budget, older middle parts are shortened while the previous
-summary and the first user task stay whole. The summarizer is always called;
-ARS never stores a placeholder instead of a summary.
+summary and the user's requests (the task) stay whole within their share. The
+summarizer is always called; ARS never stores a placeholder instead of a summary.
 
 :class:`ExtractiveSummarizer` is a deterministic summarizer that needs no model
-(task, files and commands touched, errors seen, latest conclusions): the
-embedded default of the CLI and a usable fallback.
+(every user request, files created, edited and touched, tool calls, errors
+seen, latest conclusions): the engine's default, the fallback when a summary
+model fails, and the embedded default of the CLI.
 """
 
 from __future__ import annotations
@@ -27,17 +28,23 @@ import attrs
 
 from .estimate import ApproxEstimator, Estimator, message_tokens
 from .messages import MARK_SUMMARY, Message
+from .retention import MARK_NOTE, command_text, edited_files, error_lines, is_user_request
 
 __all__ = [
+    "SECTION_MARK",
+    "TASK_SHARE",
     "AsyncSummarizer",
     "CallableSummarizer",
     "ExtractiveSummarizer",
     "Summarizer",
     "SummaryResult",
     "Usage",
+    "bound_summarizer",
     "condense_history",
+    "parse_summary",
     "render_history",
     "render_prompt",
+    "summary_budget",
 ]
 
 
@@ -150,21 +157,25 @@ def condense_history(
 ) -> list[Message]:
     """Fit ``messages`` into ``budget`` tokens for the summary model.
 
-    The previous summary, system messages, the first user message (the task)
-    and the newest message stay whole. The rest is taken newest first: whole
-    while it fits, then shortened (head and tail of each message), and the
-    oldest that fit not even shortened are replaced by one note saying how many
-    were omitted (their text is in the archive file). Returns a new list (the
-    input is untouched); the same list content when it already fits. Work is
-    proportional to what is kept, and shortened forms are cached.
+    The previous summary, system messages, every user request (the task: the
+    first message of each distinct text) and the newest message stay whole;
+    when the requests alone take more than :data:`TASK_SHARE` of the budget,
+    each large one is shortened to its head and tail. The rest is taken
+    newest first: whole while it fits, then shortened (head and tail of each
+    message), and the oldest that fit not even shortened are replaced by one
+    note saying how many were omitted (their text is in the archive file).
+    Returns a new list (the input is untouched); the same list content when it
+    already fits. Work is proportional to what is kept, and shortened forms
+    are cached.
     """
     est = estimator or ApproxEstimator()
     n = len(messages)
     sizes = [message_tokens(est, m) for m in messages]
     if sum(sizes) <= budget:
         return list(messages)
-    fixed = _kept_whole(messages)
+    fixed, requests = _kept_whole(messages)
     out: list[Message | None] = [messages[i] if i in fixed else None for i in range(n)]
+    _fit_requests(messages, requests, out, sizes, int(budget * TASK_SHARE), est)
     room = budget - sum(sizes[i] for i in fixed)
     shortening = False
     for i in reversed(range(n)):
@@ -180,27 +191,52 @@ def condense_history(
             break
         out[i], room = short, room - size
     result = _noting_omissions(out)
-    if room < 0:  # the fixed messages alone are too big: shorten the largest of them too
+    if room < 0:  # the fixed messages alone are too big: shorten the largest of them too,
+        # except what carries the task (the previous summary, the requests: already bounded)
+        task = {id(out[i]) for i in requests}
         result = [
-            _shortened(m, max(200, budget * 2)) if message_tokens(est, m) > budget // 4 else m
+            _shortened(m, max(200, budget * 2))
+            if message_tokens(est, m) > budget // 4
+            and not m.metadata.get(MARK_SUMMARY)
+            and id(m) not in task
+            else m
             for m in result
         ]
     return result
 
 
-def _kept_whole(messages: Sequence[Message]) -> set[int]:
-    """Positions :func:`condense_history` keeps whole: the previous summary,
-    system messages, the first user message (the task) and the newest message."""
+def _kept_whole(messages: Sequence[Message]) -> tuple[set[int], list[int]]:
+    """Positions :func:`condense_history` keeps whole — the previous summary,
+    system messages, every user request (first of each text) and the newest
+    message — and, of those, the requests."""
     fixed = {
         i for i, m in enumerate(messages) if m.metadata.get(MARK_SUMMARY) or m.role == "system"
     }
-    first_user = next(
-        (i for i, m in enumerate(messages) if m.role == "user" and i not in fixed), None
-    )
-    if first_user is not None:
-        fixed.add(first_user)
+    seen: set[str] = set()
+    requests: list[int] = []
+    for i, m in enumerate(messages):
+        if i not in fixed and is_user_request(m) and m.text not in seen:
+            seen.add(m.text)
+            requests.append(i)
+    fixed.update(requests)
     fixed.add(len(messages) - 1)
-    return fixed
+    return fixed, requests
+
+
+def _fit_requests(
+    messages: Sequence[Message],
+    requests: Sequence[int],
+    out: list[Message | None],
+    sizes: list[int],
+    room: int,
+    est: Estimator,
+) -> None:
+    """Shorten the requests (head and tail) to fair shares of ``room``, in place."""
+    shares = _fair_shares([sizes[i] for i in requests], room)
+    for i, share in zip(requests, shares, strict=True):
+        if share < sizes[i]:
+            short = _shortened(messages[i], _share_chars(messages[i].text, share, sizes[i]))
+            out[i], sizes[i] = short, message_tokens(est, short)
 
 
 def _noting_omissions(out: list[Message | None]) -> list[Message]:
@@ -273,109 +309,292 @@ class CallableSummarizer:
 _PATH = re.compile(
     r"(?<![\w/.-])((?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]+\.\w{1,8}|[\w-]+\.(?:py|js|ts|md|txt|json|toml|yaml|yml|cfg|ini|rs|go|java|c|h|cpp|sh|html|css))\b"
 )
-#: metadata key of a note ARS inserted into a condensed history
-MARK_NOTE = "ars_note"
 
-_ERROR = re.compile(
-    r"(Traceback|Error\b|Exception\b|error:|failed|FAILED|No such file)", re.IGNORECASE
-)
+#: opens every line that starts a section of an extractive summary; a line of
+#: message text that starts like this is escaped with a backslash, so a task
+#: can never end or open a section (markdown headings are ordinary text)
+SECTION_MARK = "⟦ARS⟧"
+_ESCAPED = re.compile(r"^(\\*)" + re.escape(SECTION_MARK))
+_TASK_HEADER = re.compile(r"^Task\b.*?(?:, sent (\d+) times)?$")
+_COUNT = re.compile(r" \(×(\d+)\)$")
+_END = "end of summary"
+#: share of the summary budget the task statement may take
+TASK_SHARE = 0.75
+#: fewest characters a shortened request keeps (head and tail)
+MIN_REQUEST_CHARS = 80
+#: characters the shortening note itself takes
+_NOTE_CHARS = 48
+
+
+def summary_budget(config: Any) -> int:
+    """The tokens a summary may take under ``config`` (a
+    :class:`~ars_core.config.SummaryConfig`): its ``summary_token_limit``."""
+    return int(config.summary_token_limit)
+
+
+def bound_summarizer(summarizer: Any, summary_tokens: int) -> Any:
+    """``summarizer`` bounded to ``summary_tokens`` when it takes a bound (it has a
+    ``with_budget(tokens)`` method returning the bounded summarizer); otherwise
+    ``summarizer`` itself. Wrappers of a summarizer forward ``with_budget``."""
+    with_budget = getattr(summarizer, "with_budget", None)
+    return with_budget(summary_tokens) if callable(with_budget) else summarizer
+
+
+def _escape(text: str) -> str:
+    if SECTION_MARK not in text:
+        return text
+    return "\n".join(_ESCAPED.sub(r"\\\1" + SECTION_MARK, ln) for ln in text.split("\n"))
+
+
+def _unescape(line: str) -> str:
+    m = _ESCAPED.match(line)
+    return line[1:] if m and m.group(1) else line
+
+
+def parse_summary(text: str) -> list[tuple[str, str]]:
+    """The ``(header, body)`` sections of a summary :class:`ExtractiveSummarizer`
+    wrote, in order (text outside sections is ignored). A summary in the older
+    ``## `` layout is read too; any other text yields ``[]``."""
+    sections: list[tuple[str, list[str]]] = []
+    ended = False
+    for line in text.split("\n"):
+        if line.startswith(SECTION_MARK + " "):
+            header = line[len(SECTION_MARK) + 1 :].strip()
+            if header == _END:
+                ended = True
+                break
+            sections.append((header, []))
+        elif sections:
+            sections[-1][1].append(_unescape(line))
+    if not sections and not ended:
+        return _legacy_sections(text)
+    return [(h, "\n".join(body).strip("\n")) for h, body in sections]
+
+
+def _legacy_sections(text: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, list[str]]] = []
+    for line in text.splitlines():
+        if line.startswith("## "):
+            out.append((line[3:].strip(), []))
+        elif out:
+            out[-1][1].append(line)
+    return [(h, "\n".join(body).strip()) for h, body in out]
+
+
+def _share_chars(text: str, share: int, size: int) -> int:
+    """Characters of ``text`` (``size`` tokens) that fit ``share`` tokens, note included."""
+    return max(MIN_REQUEST_CHARS, len(text) * share // max(size, 1) - _NOTE_CHARS)
+
+
+def _fair_shares(sizes: Sequence[int], budget: int) -> list[int]:
+    """Split ``budget`` over items of ``sizes``: small items whole, the large ones an
+    equal share of what is left (water filling)."""
+    shares = list(sizes)
+    if sum(sizes) <= budget:
+        return shares
+    left, order = budget, sorted(range(len(sizes)), key=lambda i: sizes[i])
+    for n, i in enumerate(order):
+        share = left // (len(order) - n)
+        shares[i] = min(sizes[i], share)
+        left -= shares[i]
+    return shares
 
 
 class ExtractiveSummarizer:
     """A deterministic summarizer that needs no model.
 
-    Extracts the task statement (the first user message and any previous
-    summary), files and commands touched, errors seen and the latest
-    assistant conclusions. The prompt template is not sent anywhere; its
+    Keeps the task statement — every user request, whole while the task
+    budget allows, then head and tail of each — and lists the files created
+    or edited and the other files touched, the latest tool calls (identical
+    ones once, with a count), the errors seen and the latest assistant
+    conclusions. Sections open with :data:`SECTION_MARK` lines that message
+    text cannot produce, so a chained summary reads the previous one back
+    exactly, whatever markdown the task holds.
+
+    ``summary_tokens`` bounds the summary (the task may take
+    :data:`TASK_SHARE` of it); without it the bound is the input's size (the
+    engine already bounds that by the summary budget), at least 2,048 tokens,
+    and the task is kept as whole as the input holds it. The engine passes its own bound through
+    :meth:`with_budget`. The prompt template is not sent anywhere; its
     rendered size is reported as the call's input usage.
     """
 
     name = "extractive"
 
     def __init__(
-        self, *, task_chars: int = 3000, max_items: int = 15, estimator: Estimator | None = None
+        self,
+        *,
+        summary_tokens: int | None = None,
+        max_items: int = 15,
+        estimator: Estimator | None = None,
     ) -> None:
-        self.task_chars = task_chars
+        self.summary_tokens = summary_tokens
         self.max_items = max_items
         self._est = estimator or ApproxEstimator()
 
-    def summarize(self, messages: Sequence[Message], prompt: str) -> SummaryResult:
-        text = self._extract(messages)
-        usage = Usage(
-            input_tokens=self._est.count_text(render_prompt(prompt, messages)),
-            output_tokens=self._est.count_text(text),
+    def with_budget(self, summary_tokens: int) -> ExtractiveSummarizer:
+        """A copy bounded to ``summary_tokens`` (the engine's summary budget),
+        unless this one was given its own bound."""
+        if self.summary_tokens is not None:
+            return self
+        return ExtractiveSummarizer(
+            summary_tokens=summary_tokens, max_items=self.max_items, estimator=self._est
         )
+
+    def summarize(self, messages: Sequence[Message], prompt: str) -> SummaryResult:
+        rendered = render_prompt(prompt, messages)
+        input_tokens = self._est.count_text(rendered)
+        if self.summary_tokens is not None:
+            budget = self.summary_tokens
+            task_budget = int(budget * TASK_SHARE)
+        else:  # the input is already bounded: never shorten the task below what it holds
+            budget = max(2048, input_tokens)
+            task_budget = max(int(2048 * TASK_SHARE), input_tokens)
+        text = self._extract(messages, budget, task_budget)
+        usage = Usage(input_tokens=input_tokens, output_tokens=self._est.count_text(text))
         return SummaryResult(text=text, usage=usage, model="ars-extractive")
 
     async def asummarize(self, messages: Sequence[Message], prompt: str) -> SummaryResult:
         return self.summarize(messages, prompt)
 
-    def _extract(self, messages: Sequence[Message]) -> str:
+    # ------------------------------------------------------------ extraction
+
+    def _extract(self, messages: Sequence[Message], budget: int, task_budget: int) -> str:
         # a previous summary is merged, section by section, not nested
-        earlier = {}
+        requests: dict[str, int] = {}
+        files: dict[str, None] = {}
+        edited: dict[str, None] = {}
+        commands: dict[str, int] = {}
+        errors: dict[str, None] = {}
+        conclusions: list[str] = []
+        previous_free_text: list[str] = []
+
+        def add(seen: dict[str, Any], item: str, count: int | None = None) -> None:
+            old = seen.pop(item, 0)
+            seen[item] = None if count is None else (old or 0) + count
+
         for m in messages:
             if m.metadata.get(MARK_SUMMARY):
-                earlier = _sections(m.text)
-        task = next(
-            (
-                m.text.strip()
-                for m in messages
-                if m.role == "user"
-                and not (m.metadata.get(MARK_SUMMARY) or m.metadata.get(MARK_NOTE))
-            ),
-            "",
-        )
-        task = earlier.get("Task") or task  # the original task survives chained summaries
-        files: dict[str, None] = dict.fromkeys(_items(earlier.get("Files touched", "")))
-        commands: list[str] = _items(earlier.get("Tool calls (latest)", ""))
-        errors: dict[str, None] = dict.fromkeys(_items(earlier.get("Errors seen", "")))
-        conclusions: list[str] = _items(earlier.get("Latest conclusions", ""))
+                sections = parse_summary(m.text)
+                if not sections:
+                    previous_free_text.append(m.text.strip())
+                for header, body in sections:
+                    task = _TASK_HEADER.match(header)
+                    if task:
+                        add(requests, body, int(task.group(1) or 1))
+                    elif header.startswith("Files created or edited"):
+                        for item in _items(body):
+                            add(edited, item)
+                    elif header.startswith("Files touched"):
+                        for item in _items(body):
+                            add(files, item)
+                    elif header.startswith("Tool calls"):
+                        for item in _items(body):
+                            c = _COUNT.search(item)
+                            add(
+                                commands,
+                                item[: c.start()] if c else item,
+                                int(c.group(1)) if c else 1,
+                            )
+                    elif header.startswith("Errors seen"):
+                        for item in _items(body):
+                            add(errors, item)
+                    elif header.startswith("Latest conclusions"):
+                        conclusions.extend(_items(body))
+                    elif header.startswith("Earlier summary"):
+                        previous_free_text.append(body)
+            elif is_user_request(m):
+                add(requests, m.text.strip(), 1)
+        for path in edited_files(messages):
+            add(edited, path)
         for m in messages:
             if m.role == "assistant":
                 if m.text.strip():
                     conclusions.append(_one_line(m.text, 400))
                 for call in m.tool_calls:
-                    arg_text = " ".join(str(v) for v in call.args.values())
-                    commands.append(f"{call.name}: {_one_line(arg_text, 200)}")
+                    arg_text = command_text(call)
+                    add(commands, f"{call.name}: {_clip(arg_text, 200)}", 1)
                     for path in _PATH.findall(arg_text):
-                        files[path] = None
-            elif m.role == "tool":
-                for line in m.text.splitlines():
-                    if _ERROR.search(line):
-                        errors[_one_line(line, 200)] = None
-        sections: list[str] = []
-        if task:
-            sections.append("## Task\n" + _clip(task, self.task_chars))
+                        if path not in edited:
+                            add(files, path)
+        for line in error_lines(messages):
+            add(errors, _clip(line, 200))
+
+        out: list[str] = []
+        out += self._task_sections(requests, task_budget)
+        if previous_free_text:
+            earlier = "\n\n".join(previous_free_text)
+            room = max(400, int(budget * (1 - TASK_SHARE) * 2))  # ~half the rest
+            out.append(_section("Earlier summary", _shorten(earlier, room)))
+        # a margin: the engine may count with another estimator than this one
+        room = budget * 19 // 20 - sum(self._est.count_text(x) for x in out)
+        n = self.max_items
+        while True:  # the lists take what the task left, newest items first
+            lists = self._lists(edited, files, commands, errors, conclusions, n)
+            if n <= 1 or sum(self._est.count_text(x) for x in lists) <= room:
+                break
+            n //= 2
+        out += lists
+        if not out:
+            return ""
+        return "\n\n".join([*out, f"{SECTION_MARK} {_END}"])
+
+    def _fit(self, text: str, share: int, size: int) -> str:
+        """Head and tail of ``text`` (``size`` tokens) within ``share`` tokens."""
+        chars = _share_chars(text, share, size)
+        short = _shorten(text, chars)
+        for _ in range(4):  # the character model is close; correct it by what is left over
+            over = self._est.count_text(short) - share
+            if over <= 0 or chars <= MIN_REQUEST_CHARS:
+                break
+            chars = max(MIN_REQUEST_CHARS, chars - over * len(text) // max(size, 1) - 8)
+            short = _shorten(text, chars)
+        return short
+
+    @staticmethod
+    def _lists(
+        edited: dict[str, None],
+        files: dict[str, None],
+        commands: dict[str, int],
+        errors: dict[str, None],
+        conclusions: list[str],
+        n: int,
+    ) -> list[str]:
+        out: list[str] = []
+        if edited:
+            out.append(_section("Files created or edited", _list(list(edited)[-n:])))
         if files:
-            sections.append(
-                "## Files touched\n" + "\n".join(f"- {f}" for f in list(files)[-self.max_items :])
-            )
+            out.append(_section("Files touched", _list(list(files)[-n:])))
         if commands:
-            sections.append(
-                "## Tool calls (latest)\n"
-                + "\n".join(f"- {c}" for c in commands[-self.max_items :])
-            )
+            latest = [f"{c} (×{k})" if k > 1 else c for c, k in list(commands.items())[-n:]]
+            out.append(_section("Tool calls (latest)", _list(latest)))
         if errors:
-            sections.append(
-                "## Errors seen\n" + "\n".join(f"- {e}" for e in list(errors)[-self.max_items :])
-            )
+            out.append(_section("Errors seen", _list(list(errors)[-n:])))
         if conclusions:
-            sections.append(
-                "## Latest conclusions\n" + "\n".join(f"- {c}" for c in conclusions[-3:])
-            )
-        return "\n\n".join(sections)
+            out.append(_section("Latest conclusions", _list(conclusions[-min(n, 3) :])))
+        return out
+
+    def _task_sections(self, requests: dict[str, int], budget: int) -> list[str]:
+        texts = list(requests)
+        sizes = [self._est.count_text(t) for t in texts]
+        shares = _fair_shares(sizes, budget)
+        out: list[str] = []
+        for i, (text, size, share) in enumerate(zip(texts, sizes, shares, strict=True)):
+            if share < size:
+                text = self._fit(text, share, size)
+            header = "Task" if len(texts) == 1 else f"Task, user request {i + 1} of {len(texts)}"
+            if requests[texts[i]] > 1:
+                header += f", sent {requests[texts[i]]} times"
+            out.append(_section(header, text))
+        return out
 
 
-def _sections(text: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    current: str | None = None
-    for line in text.splitlines():
-        if line.startswith("## "):
-            current = line[3:].strip()
-            out[current] = ""
-        elif current is not None:
-            out[current] += line + "\n"
-    return {k: v.strip() for k, v in out.items()}
+def _section(header: str, body: str) -> str:
+    return f"{SECTION_MARK} {header}\n{_escape(body)}"
+
+
+def _list(items: Sequence[str]) -> str:
+    return "\n".join(f"- {item}" for item in items)
 
 
 def _items(section: str) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ars_core import message_to_dict, read_history, read_messages
+from ars_core.messages import MARK_TRIMMED
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,10 +45,19 @@ def test_core_quickstart_shows_l1_and_l2_and_recoverable_history() -> None:
     history = read_messages(run)[1:]  # the system message is passed as `system`
     archives = sorted(out_dir.rglob("conversation_history/*.jsonl"))
     assert archives
+    scope = archives[0].parents[2]  # the thread's folder (the backend is scoped)
     for path in archives:
         header, messages = read_history(path.read_text(encoding="utf-8"))
         expected = history[header["start"] : header["end"]]
-        assert [message_to_dict(m) for m in messages] == [message_to_dict(m) for m in expected]
+        # a kept message trimmed under overflow (R43) is persisted trimmed: the archive holds
+        # that form, and the trimmed-messages file it names holds the original exactly
+        restored = [
+            json.loads((scope / m.metadata[MARK_TRIMMED]).read_text(encoding="utf-8"))
+            if m.metadata.get(MARK_TRIMMED)
+            else message_to_dict(m)
+            for m in messages
+        ]
+        assert restored == [message_to_dict(m) for m in expected]
     offloaded = sorted(out_dir.rglob("large_tool_results/*.txt"))
     texts = {m.text for m in history if m.role == "tool"}
     assert offloaded and all(p.read_text(encoding="utf-8") in texts for p in offloaded)

@@ -97,7 +97,15 @@ class TestSummaryInput:
         )
         out = engine.call(state, ScriptedModel())
         ((history, _),) = summarizer.calls
-        assert history[0] == task
+        # every summarized user request is the task (29 here): each keeps its head and tail
+        cut = out.update.event.cutoff
+        requests = [m for m in state[:cut] if m.role == "user"]
+        assert len(requests) == 29
+        kept = [m for m in history if m.role == "user" and not m.metadata.get(MARK_NOTE)]
+        assert [m.id for m in kept] == [m.id for m in requests]
+        for short, orig in zip(kept, requests, strict=True):
+            assert short.text.startswith(orig.text[:60]) and short.text.endswith(orig.text[-20:])
+        assert history[0].text.startswith("TASK: fix the bug in parser.py")
         assert sum(EST.count_message(m) for m in history) <= 1500
         assert "REAL SUMMARY" in out.update.event.summary_message.text
 

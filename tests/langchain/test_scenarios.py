@@ -246,11 +246,15 @@ L2_CONFIG = SummaryConfig(
 
 
 def seeded_history() -> list[Any]:
-    """Seven messages of ~170 tokens each: above 1024 tokens, L1 has nothing to trim."""
+    """Seven messages, above 1024 tokens together, L1 has nothing to trim: the user's three
+    requests are short (~30 tokens, they are the task every summary keeps whole), the
+    assistant's replies long (~310 tokens)."""
     out: list[Any] = []
     for i in range(7):
-        cls = HumanMessage if i % 2 == 0 else AIMessage
-        out.append(cls(prose(f"turn {i}", 150), id=f"m-{i}"))
+        if i % 2 == 0:
+            out.append(HumanMessage(prose(f"turn {i}", 25), id=f"m-{i}"))
+        else:
+            out.append(AIMessage(prose(f"turn {i}", 280), id=f"m-{i}"))
     return out
 
 

@@ -125,7 +125,7 @@ async def test_sse_chat_service_streams_compression_frames() -> None:
         assert event["file_path"] == compression2[-1]["file_path"]
         assert event["summary_message"]["content"].startswith(
             "Summary of the earlier conversation (messages 1-5; they are no longer shown):\n\n"
-            "## Task\nrun the unit tests"
+            "⟦ARS⟧ Task, user request 1 of 2\nrun the unit tests"
         )
         snapshot = await setup.agent_for("th").aget_state({"configurable": {"thread_id": "th"}})
         after_cutoff = [to_core(m) for m in snapshot.values["messages"][5:]]

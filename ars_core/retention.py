@@ -1,0 +1,309 @@
+"""Retention audit: does a summarized view still hold what the agent needs?
+
+After every L2 round the engine checks the new view (summary message + kept
+messages) for the *anchors* an agent needs to carry on:
+
+* ``task`` — the task statement: every user-authored request (not tool
+  results, not ARS's own messages), measured by :func:`task_retention`; the
+  anchor counts as kept when at least :data:`TASK_KEPT` of it is in the view;
+* ``file:<path>`` — files the summarized part created or edited;
+* ``command:<text>`` — the latest commands of the summarized part (their
+  results are what the agent was acting on);
+* ``error:<line>`` — the last errors seen in the summarized part;
+* ``id:<tool call id>`` — tool calls that results in the kept tail answer.
+
+Everything here is pure and deterministic, so the benchmark and ``ars replay``
+measure exactly what the engine records. The result is a :class:`Retention`,
+stored in the event as ``retention`` (see :meth:`Retention.to_dict`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from .messages import MARK_SUMMARY, Message, ToolCall
+
+__all__ = [
+    "MARK_NOTE",
+    "TASK_KEPT",
+    "Retention",
+    "audit_retention",
+    "command_text",
+    "edited_files",
+    "error_lines",
+    "is_user_request",
+    "task_retention",
+    "task_statement",
+    "view_text",
+]
+
+#: metadata key of a note ARS inserted into a condensed history (never a user request)
+MARK_NOTE = "ars_note"
+#: share of the task statement a view must hold for the ``task`` anchor to count as kept
+TASK_KEPT = 0.9
+#: words per shingle when measuring how much of a text a view holds
+SHINGLE_WORDS = 5
+#: the latest commands and errors of the summarized part that are audited
+LATEST = 3
+#: the latest files created or edited that are audited
+LATEST_FILES = 20
+#: characters of a command / error line that must appear in the view
+COMMAND_CHARS = 48
+ERROR_CHARS = 80
+
+#: content part types that carry tool output inside a user message (Anthropic style)
+_TOOL_PART_TYPES = frozenset({"tool_result", "function_call_output", "tool_output"})
+#: tools whose arguments name a file they write
+_EDIT_TOOLS = frozenset(
+    {"write_file", "edit_file", "create_file", "str_replace_editor", "apply_patch", "write"}
+)
+_PATH_ARGS = ("file_path", "path", "filename", "file", "target_file")
+_PATHLIKE = re.compile(r"^[\w.~/-]*[\w-]\.\w{1,8}$|^[\w.~-]*/[\w./~-]+$")
+_SHELL_WRITES = (
+    re.compile(r"(?<![<>&\d])>>?\s*['\"]?([^\s'\";|&<>()]+)"),  # redirections
+    re.compile(r"\btee\s+(?:-a\s+)?['\"]?([^\s'\";|&<>()]+)"),
+    re.compile(r"\btouch\s+['\"]?([^\s'\";|&<>()]+)"),
+    re.compile(r"\bsed\s+-i\S*\s+(?:-e\s+)?(?:'[^']*'|\"[^\"]*\"|\S+)\s+['\"]?([^\s'\";|&<>()]+)"),
+)
+_ERROR = re.compile(r"(Traceback|\w*Error\b|\w*Exception\b|error:|\bfailed\b|FAILED|No such file)")
+
+
+@attrs.frozen
+class Retention:
+    """What the audit found: anchors kept and missing, and the task share kept.
+
+    Anchors are ``"task"`` or ``"<kind>:<value>"`` strings (kinds ``file``,
+    ``command``, ``error``, ``id``).
+    """
+
+    found: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    task_fraction: float = 1.0
+
+    @property
+    def fraction(self) -> float:
+        """Share of anchors kept (1.0 when there was nothing to keep)."""
+        total = len(self.found) + len(self.missing)
+        return len(self.found) / total if total else 1.0
+
+    @property
+    def task_kept(self) -> bool:
+        """Whether the view holds at least :data:`TASK_KEPT` of the task statement."""
+        return self.task_fraction >= TASK_KEPT
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"found": [...], "missing": [...], "fraction": f, "task_fraction": f}``."""
+        return {
+            "found": list(self.found),
+            "missing": list(self.missing),
+            "fraction": round(self.fraction, 4),
+            "task_fraction": round(self.task_fraction, 4),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Retention:
+        return cls(
+            found=tuple(data.get("found") or ()),
+            missing=tuple(data.get("missing") or ()),
+            task_fraction=float(data.get("task_fraction", 1.0)),
+        )
+
+
+# ------------------------------------------------------------------ what the agent needs
+
+
+def is_user_request(message: Message) -> bool:
+    """A message the user wrote: role ``user``, not a tool result, not inserted by ARS
+    (summary, note) nor by another harness's summarization."""
+    if message.role != "user":
+        return False
+    meta = message.metadata
+    if meta.get(MARK_SUMMARY) or meta.get(MARK_NOTE) or meta.get("lc_source") == "summarization":
+        return False
+    if not isinstance(message.content, str):
+        parts = message.content
+        if parts and all(p.type in _TOOL_PART_TYPES for p in parts):
+            return False
+    return bool(message.text.strip())
+
+
+def task_statement(messages: Iterable[Message]) -> list[str]:
+    """The task: the text of every user request, in order, each distinct text once."""
+    seen: dict[str, None] = {}
+    for m in messages:
+        if is_user_request(m):
+            seen.setdefault(m.text.strip(), None)
+    return list(seen)
+
+
+def _arg_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _pathlike(candidate: str) -> bool:
+    return bool(_PATHLIKE.match(candidate)) and not candidate.startswith("/dev/")
+
+
+def edited_files(messages: Iterable[Message]) -> list[str]:
+    """Paths that assistant tool calls created or edited, oldest first, each once.
+
+    File-writing tools name them in a path argument; shell commands through
+    redirections, ``tee``, ``touch`` and ``sed -i``.
+    """
+    found: dict[str, None] = {}
+    for m in messages:
+        for call in m.tool_calls:
+            if call.name in _EDIT_TOOLS:
+                for key in _PATH_ARGS:
+                    value = call.args.get(key)
+                    if isinstance(value, str) and value.strip():
+                        found.pop(value.strip(), None)
+                        found[value.strip()] = None
+                        break
+                continue
+            for value in call.args.values():
+                if not isinstance(value, str):
+                    continue
+                for pattern in _SHELL_WRITES:
+                    for path in pattern.findall(value):
+                        if _pathlike(path):
+                            found.pop(path, None)
+                            found[path] = None
+    return list(found)
+
+
+def error_lines(messages: Iterable[Message]) -> list[str]:
+    """Lines of tool results that report an error, oldest first, each distinct line once
+    (whitespace collapsed)."""
+    found: dict[str, None] = {}
+    for m in messages:
+        if m.role != "tool":
+            continue
+        for line in m.text.splitlines():
+            if _ERROR.search(line):
+                norm = _norm(line)
+                found.pop(norm, None)
+                found[norm] = None
+    return list(found)
+
+
+def command_text(call: ToolCall) -> str:
+    """A tool call's arguments as one line of text (how summaries and the audit quote it)."""
+    return _norm(" ".join(_arg_text(v) for v in call.args.values()))
+
+
+def _commands(messages: Iterable[Message]) -> list[str]:
+    found: dict[str, None] = {}
+    for m in messages:
+        for call in m.tool_calls:
+            if call.name in _EDIT_TOOLS:
+                continue
+            text = command_text(call)[:COMMAND_CHARS].strip()
+            if text:
+                found.pop(text, None)
+                found[text] = None
+    return list(found)
+
+
+# ------------------------------------------------------------------ measuring a view
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+def view_text(view: Iterable[Message]) -> str:
+    """Everything a model reads in ``view``: message texts and tool-call arguments,
+    whitespace collapsed."""
+    chunks: list[str] = []
+    for m in view:
+        chunks.append(m.text)
+        for call in m.tool_calls:
+            chunks.append(call.name)
+            chunks.extend(_arg_text(v) for v in call.args.values())
+    return _norm("\n".join(chunks))
+
+
+def _shingles(words: Sequence[str], k: int) -> Iterable[tuple[str, ...]]:
+    return (tuple(words[i : i + k]) for i in range(len(words) - k + 1))
+
+
+def task_retention(task: str | Sequence[str], view: Sequence[Message] | str) -> float:
+    """The share of the task statement that ``view`` holds, in ``[0, 1]``.
+
+    ``task`` is one text or the list :func:`task_statement` returns; ``view``
+    is a message list or its :func:`view_text`. A word of the task counts as
+    kept when it is part of a run of :data:`SHINGLE_WORDS` consecutive task
+    words that appears verbatim (whitespace aside) in the view. Tasks shorter
+    than that count as kept when they appear whole. An empty task is kept.
+    """
+    texts = [task] if isinstance(task, str) else list(task)
+    text = view if isinstance(view, str) else view_text(view)
+    words_by_task = [t.split() for t in texts]
+    total = sum(len(w) for w in words_by_task)
+    if not total:
+        return 1.0
+    k = SHINGLE_WORDS
+    wanted: set[tuple[str, ...]] = set()
+    for words in words_by_task:
+        wanted.update(_shingles(words, k))
+    view_words = text.split()
+    present = {s for s in _shingles(view_words, k) if s in wanted} if wanted else set()
+    kept = 0
+    for words in words_by_task:
+        if len(words) < k:
+            kept += len(words) if " ".join(words) in text else 0
+            continue
+        covered = [False] * len(words)
+        for i, s in enumerate(_shingles(words, k)):
+            if s in present:
+                covered[i : i + k] = [True] * k
+        kept += sum(covered)
+    return kept / total
+
+
+def audit_retention(
+    summarized: Sequence[Message],
+    view: Sequence[Message],
+    *,
+    task: Sequence[str] | None = None,
+    tail: Sequence[Message] | None = None,
+) -> Retention:
+    """Check the anchors of ``summarized`` (the original messages an L2 round
+    replaced) in ``view`` (summary message + kept messages).
+
+    ``task`` defaults to :func:`task_statement` of ``summarized`` and ``view``
+    (pass the one of the whole conversation when earlier rounds summarized its
+    start). ``tail`` (default: ``view[1:]``) is where tool results whose calls
+    must stay in the view are looked for.
+    """
+    text = view_text(view)
+    if task is None:
+        task = task_statement([*summarized, *view])
+    kept_tail = view[1:] if tail is None else tail
+    found: list[str] = []
+    missing: list[str] = []
+
+    def check(anchor: str, ok: bool) -> None:
+        (found if ok else missing).append(anchor)
+
+    task_fraction = task_retention(task, text)
+    if task:
+        check("task", task_fraction >= TASK_KEPT)
+    for path in edited_files(summarized)[-LATEST_FILES:]:
+        check(f"file:{path}", path in text)
+    for command in _commands(summarized)[-LATEST:]:
+        check(f"command:{command}", command in text)
+    for line in error_lines(summarized)[-LATEST:]:
+        clipped = line[:ERROR_CHARS].strip()
+        check(f"error:{clipped}", clipped in text)
+    calls = {c.id for m in view for c in m.tool_calls}
+    for m in kept_tail:
+        if m.role == "tool" and m.tool_call_id is not None:
+            check(f"id:{m.tool_call_id}", m.tool_call_id in calls)
+    return Retention(found=tuple(found), missing=tuple(missing), task_fraction=task_fraction)

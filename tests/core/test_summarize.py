@@ -1,0 +1,237 @@
+"""The built-in extractive summarizer keeps the task (R23, R41).
+
+The task is every user request, whole while the task budget allows; chained
+summaries read ARS's own sections back by markers the task cannot contain;
+the task budget follows the summary budget; repeated tool calls are counted.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ars_core import Compressor, Message, SummaryConfig
+from ars_core.estimate import ApproxEstimator
+from ars_core.l2 import build_summary_message
+from ars_core.retention import task_retention
+from ars_core.summarize import (
+    SECTION_MARK,
+    TASK_SHARE,
+    ExtractiveSummarizer,
+    condense_history,
+    parse_summary,
+    summary_budget,
+)
+from ars_core.testing import FakeSummarizer, ScriptedModel
+
+from .helpers import assistant, call, tool, user, words
+
+EST = ApproxEstimator()
+PROMPT = "{messages}"
+
+MARKDOWN_TASK = "\n".join(
+    [
+        "# Crash when saving a model",
+        "",
+        "## Steps to reproduce",
+        "1. create `app/models.py` with a `Thing` model",
+        "2. run `python manage.py migrate`",
+        "",
+        "## Files touched",
+        "- this list is part of the task, not ARS's section",
+        "",
+        f"{SECTION_MARK} end of summary",
+        f"\\{SECTION_MARK} an already escaped line",
+        "",
+        "## Expected behaviour",
+        "The model saves. " + words(60, "expected"),
+        "",
+        "## Instructions",
+        "Edit non-test files only; keep the public API.",
+    ]
+)
+
+
+def _sections(text: str) -> dict[str, str]:
+    return dict(parse_summary(text))
+
+
+class TestTaskStatement:
+    @pytest.mark.spec("R23")
+    def test_real_request_after_a_demonstration_is_in_the_summary(self) -> None:
+        """A run that opens with a worked example keeps the real request, not only the example."""
+        demo = user("Here is an example task and its solution:\n## Example\nfix foo.py by ...")
+        c = call("bash", "c1", command="cat foo.py")
+        real = user("Now the real task: make `parse()` accept empty input.")
+        history = [demo, assistant("ok", c), tool(c, "def foo(): ..."), real, assistant("on it")]
+        text = ExtractiveSummarizer().summarize(history, PROMPT).text
+        sections = _sections(text)
+        assert sections["Task, user request 1 of 2"] == demo.text
+        assert sections["Task, user request 2 of 2"] == real.text
+
+    @pytest.mark.spec("R23")
+    def test_tool_results_and_ars_notes_are_not_requests(self) -> None:
+        """Only what the user wrote is the task: tool output in a user turn and ARS's notes are not."""
+        from ars_core.messages import ContentPart
+        from ars_core.retention import MARK_NOTE, task_statement
+
+        task = user("the task")
+        tool_turn = Message(
+            role="user", content=(ContentPart(type="tool_result", data={"content": "x"}),)
+        )
+        note = Message(role="user", content="[3 older messages omitted]", metadata={MARK_NOTE: 1})
+        lc_summary = Message(
+            role="user", content="a LangChain summary", metadata={"lc_source": "summarization"}
+        )
+        assert task_statement([task, tool_turn, note, lc_summary, user("the task")]) == ["the task"]
+
+    @pytest.mark.spec("R23", "R25")
+    def test_chained_summary_keeps_a_markdown_task_exactly(self) -> None:
+        """Headings, bullet lists and even ARS's marker inside the task never end the task."""
+        c = call("bash", "c1", command="pytest -q")
+        first = ExtractiveSummarizer().summarize(
+            [user(MARKDOWN_TASK), assistant("running", c), tool(c, "1 failed")], PROMPT
+        )
+        summary = build_summary_message(first.text, cutoff=3, file_path="h.jsonl")
+        c2 = call("bash", "c2", command="pytest -q")
+        second = ExtractiveSummarizer().summarize(
+            [summary, assistant("again", c2), tool(c2, "1 passed")], PROMPT
+        )
+        third = ExtractiveSummarizer().summarize(
+            [build_summary_message(second.text, cutoff=5, file_path=None), assistant("done")],
+            PROMPT,
+        )
+        for text in (first.text, second.text, third.text):
+            assert _sections(text)["Task"] == MARKDOWN_TASK
+        assert _sections(third.text)["Tool calls (latest)"] == "- bash: pytest -q (×2)"
+
+    @pytest.mark.spec("R23")
+    def test_a_long_markdown_task_survives_a_second_summary_whole(self) -> None:
+        """A 24,794-character task full of headings is read back whole (not cut at a heading)."""
+        block = "\n".join(ln for ln in MARKDOWN_TASK.split("\n") if SECTION_MARK not in ln)
+        task = (block + "\n\n") * (24_794 // (len(block) + 2))
+        task = (task + "x" * 24_794)[:24_794]
+        budget = summary_budget(SummaryConfig(summary_threshold=32))
+        extractive = ExtractiveSummarizer(summary_tokens=budget)
+        first = extractive.summarize([user(task), assistant("reading")], PROMPT).text
+        summary = build_summary_message(first, cutoff=2, file_path=None)
+        second = extractive.summarize([summary, assistant("next")], PROMPT).text
+        assert _sections(second)["Task"] == task
+        assert task_retention(task, [Message(role="user", content=second)]) == 1.0
+
+    @pytest.mark.spec("R23")
+    def test_legacy_summary_layout_is_still_read(self) -> None:
+        """A summary persisted by an older ARS (``## `` sections) keeps its task on the next round."""
+        legacy = "## Task\nfix the parser\n\n## Tool calls (latest)\n- bash: ls"
+        summary = build_summary_message(legacy, cutoff=4, file_path=None)
+        text = ExtractiveSummarizer().summarize([summary, assistant("more")], PROMPT).text
+        assert _sections(text)["Task"] == "fix the parser"
+        assert _sections(text)["Tool calls (latest)"] == "- bash: ls"
+
+    @pytest.mark.spec("R23")
+    def test_a_model_written_previous_summary_is_carried_not_dropped(self) -> None:
+        """A previous summary without ARS's sections (a model wrote it) is kept as text."""
+        summary = build_summary_message("The user wants X; Y is done.", cutoff=4, file_path=None)
+        text = ExtractiveSummarizer().summarize([summary, assistant("more")], PROMPT).text
+        assert "The user wants X; Y is done." in _sections(text)["Earlier summary"]
+
+
+class TestTaskBudget:
+    @pytest.mark.spec("R23")
+    def test_task_budget_follows_the_summary_budget(self) -> None:
+        """The same 20,000-character task is whole under a large budget, head and tail under a
+        small one, and never clipped at a fixed 3,000 characters."""
+        task = "START " + words(5000, "body") + " THE END"
+        assert len(task) > 20_000
+        history = [user(task), assistant("ok")]
+        big = ExtractiveSummarizer(summary_tokens=16_000).summarize(history, PROMPT).text
+        assert _sections(big)["Task"] == task
+        small = ExtractiveSummarizer(summary_tokens=2_000).summarize(history, PROMPT).text
+        kept = _sections(small)["Task"]
+        assert kept.startswith("START context") and kept.endswith("THE END")
+        assert "characters shortened" in kept
+        assert EST.count_text(kept) <= 2_000 * TASK_SHARE
+        assert EST.count_text(kept) >= 2_000 * TASK_SHARE * 0.9
+
+    @pytest.mark.spec("R23")
+    def test_requests_share_the_task_budget_small_ones_whole(self) -> None:
+        """Short requests stay whole; the long ones share what is left, head and tail each."""
+        short = user("also: keep the CLI flags")
+        long_a = user("A-START " + words(3000, "aaa") + " A-END")
+        long_b = user("B-START " + words(3000, "bbb") + " B-END")
+        text = (
+            ExtractiveSummarizer(summary_tokens=2_000)
+            .summarize([long_a, short, long_b, assistant("ok")], PROMPT)
+            .text
+        )
+        s = _sections(text)
+        assert s["Task, user request 2 of 3"] == short.text
+        a, b = s["Task, user request 1 of 3"], s["Task, user request 3 of 3"]
+        assert a.startswith("A-START") and a.endswith("A-END")
+        assert b.startswith("B-START") and b.endswith("B-END")
+        assert abs(EST.count_text(a) - EST.count_text(b)) < 30
+
+    @pytest.mark.spec("R23")
+    def test_engine_gives_its_summarizer_the_summary_budget(self) -> None:
+        """The engine's default summarizer keeps a 12,000-character task whole at T = 8K
+        (its summary budget is T/2; the old constant clipped tasks at 3,000 characters)."""
+        task = "TASK-HEAD " + words(1800, "req") + " TASK-TAIL"
+        assert len(task) > 12_000
+        state = [user(task)] + [
+            m for i in range(12) for m in (user(f"step {i}"), assistant(words(600, f"a{i}")))
+        ]
+        config = SummaryConfig(summary_threshold=8, summary_keep_messages=4)
+        out = Compressor(config).call(state, ScriptedModel())
+        assert out.level == "L2"
+        summary = out.update.event.summary_message.text
+        assert _sections(summary)["Task, user request 1 of 11"] == task
+
+    @pytest.mark.spec("R41")
+    def test_fallback_after_a_failing_summary_model_keeps_the_task(self) -> None:
+        """When the summary model raises, the fallback summary holds every request."""
+        task = "TASK-HEAD " + words(1800, "req") + " TASK-TAIL"
+        state = [user(task)] + [
+            m for i in range(12) for m in (user(f"step {i}"), assistant(words(600, f"a{i}")))
+        ]
+        config = SummaryConfig(summary_threshold=8, summary_keep_messages=4)
+        failing = FakeSummarizer(error=RuntimeError("down"))
+        out = Compressor(config, summarizer=failing).call(state, ScriptedModel())
+        summary = out.update.event.summary_message.text
+        assert "[ARS: the summary model failed: RuntimeError: down]" in summary
+        assert _sections(summary)["Task, user request 1 of 11"] == task
+
+
+class TestToolCalls:
+    @pytest.mark.spec("R23")
+    def test_repeated_identical_tool_calls_are_listed_once_with_a_count(self) -> None:
+        history: list[Message] = [user("fix it")]
+        for i, cmd in enumerate(["ls", "pytest -q", "ls", "pytest -q", "pytest -q", "git diff"]):
+            c = call("bash", f"c{i}", command=cmd)
+            history += [assistant("", c), tool(c, "ok")]
+        text = ExtractiveSummarizer().summarize(history, PROMPT).text
+        assert _sections(text)["Tool calls (latest)"] == (
+            "- bash: ls (×2)\n- bash: pytest -q (×3)\n- bash: git diff"
+        )
+
+    @pytest.mark.spec("R23")
+    def test_files_created_or_edited_are_listed_apart(self) -> None:
+        c1 = call("bash", "c1", command="cat <<'EOF' > src/new_mod.py\nx = 1\nEOF")
+        c2 = call("edit_file", "c2", file_path="src/app.py", old="a", new="b")
+        c3 = call("bash", "c3", command="sed -i 's/a/b/' lib/util.py && cat docs/readme.md")
+        history = [user("t"), assistant("", c1, c2, c3)]
+        history += [tool(c, "ok") for c in (c1, c2, c3)]
+        s = _sections(ExtractiveSummarizer().summarize(history, PROMPT).text)
+        assert s["Files created or edited"] == "- src/new_mod.py\n- src/app.py\n- lib/util.py"
+        assert s["Files touched"] == "- docs/readme.md"
+
+
+class TestSummaryInput:
+    @pytest.mark.spec("R23")
+    def test_condensed_input_keeps_every_request(self) -> None:
+        """The summary model reads the demonstration and the real request, whole."""
+        demo = user("EXAMPLE " + words(200, "demo"))
+        real = user("REAL " + words(200, "real"))
+        middle = [assistant(words(400, f"m{i}")) for i in range(20)]
+        msgs = [demo, *middle[:10], real, *middle[10:], user("latest")]
+        out = condense_history(msgs, 2000, EST)
+        assert demo in out and real in out
+        assert sum(EST.count_message(m) for m in out) <= 2000
