@@ -488,7 +488,6 @@ def test_a_failing_summarizer_makes_replay_fail_unless_allowed(tmp_path: Path) -
 def test_plot_draws_before_and_after_the_threshold_and_the_l2_trigger() -> None:
     """The figure: before/after lines with the replayed numbers, the labelled threshold T, the
     L2 trigger line, thousands separators on the token axis."""
-    pytest.importorskip("matplotlib")
     from ars_core.cli.plot import build_figure
     from ars_core.replay import load_runs, replay_messages
 
