@@ -18,7 +18,7 @@ use the built-in extractive summarizer, metered as a chat model would be.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,15 +28,7 @@ from ars_core.engine import CallOutcome
 from ars_core.replay import Run, replay_messages
 
 from .common import LC, Context, table
-from .tokens import (
-    MeteredExtractive,
-    O200k,
-    TokenStats,
-    tokens_deepagents,
-    tokens_langchain,
-    tokens_masking,
-    tokens_none,
-)
+from .tokens import MeteredExtractive, O200k, TokenStats, policy_replay
 
 KEY = "E"
 NEEDS: tuple[str, ...] = ()
@@ -155,21 +147,6 @@ def cache_ars(
     stats.summary += tokens.summary_in + tokens.summary_out
 
 
-def _replay(
-    name: str, run: Run, k: float, keep: int, lc: LC, root: Path
-) -> Callable[[O200k, TokenStats], None]:
-    """How policy ``name`` replays ``run`` (counting with the given o200k)."""
-    threshold = int(k * 1024)
-    untrimmed = {"trim_tokens_to_summarize": None} if name.endswith("trim None") else {}
-    if name == "no compression":
-        return lambda o, t: tokens_none(run, threshold, o, t)
-    if name == "observation masking":
-        return lambda o, t: tokens_masking(run, threshold, o, t, keep)
-    if name.startswith("LangChain"):
-        return lambda o, t: tokens_langchain(run, threshold, o, t, keep, lc, **untrimmed)
-    return lambda o, t: tokens_deepagents(run, threshold, o, t, keep, lc, root, **untrimmed)
-
-
 def _row(
     runs: Sequence[Run], k: float, keep: int, base: O200k, lc: LC, tmp: Path
 ) -> dict[str, CacheStats]:
@@ -178,7 +155,7 @@ def _row(
         for name in POLICIES[:-1]:
             metered, tokens = _metered(base, row[name])
             root = tmp / f"cache-{k}-{i}-{POLICIES.index(name)}"
-            _replay(name, run, k, keep, lc, root)(metered, tokens)
+            policy_replay(name, run, k, keep, lc, root)(metered, tokens)
             row[name].summary += tokens.summary_in + tokens.summary_out
         cache_ars(run, k, base, row["ARS"], keep)
     return row

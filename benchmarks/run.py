@@ -22,6 +22,8 @@ D. ``flatness``: the core's per-call overhead (median, p95) against history
    500).
 E. ``cache``: prompt-cache cost: cache-hit share, effective cost as providers bill
    it (cached input at 0.1x) and prefix rewrites outside summary rounds.
+F. ``retention``: the share of summarized views that keep at least 90% of the
+   task statement, ARS and the peers with the same summarizer.
 
 The peers are used through their public constructors; nothing of theirs is
 copied.
@@ -49,11 +51,11 @@ if str(REPO) not in sys.path:  # runnable from a checkout without installing
     sys.path.insert(0, str(REPO))
 
 from ars_core.replay import SAMPLE_DIR, load_runs  # noqa: E402
-from benchmarks import cache, estimators, flatness, overhead, tokens  # noqa: E402
+from benchmarks import cache, estimators, flatness, overhead, retention, tokens  # noqa: E402
 from benchmarks.common import DEFAULT_RUNS_DIR, Context  # noqa: E402
 
 #: every section, in report order
-SECTIONS: tuple[ModuleType, ...] = (overhead, tokens, estimators, flatness, cache)
+SECTIONS: tuple[ModuleType, ...] = (overhead, tokens, estimators, flatness, cache, retention)
 
 
 def environment(runs_dir: Path, n_runs: int) -> dict[str, str]:

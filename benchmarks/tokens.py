@@ -8,7 +8,7 @@ replayed through the replay library (:func:`ars_core.replay.replay_messages`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -305,6 +305,25 @@ def tokens_deepagents(
                 stats.add_summary(calls_before)
             stats.add_request(o200k.request(system, [lc.to_core(x) for x in sent]), threshold)
         driver.state.append(lc.from_core(m))
+
+
+def policy_replay(
+    name: str, run: Run, k: float, keep: int, lc: LC, root: Path
+) -> Callable[[O200k, TokenStats], None]:
+    """How policy ``name`` replays ``run`` at ``k`` K tokens, counting with the o200k and the
+    stats it is given: ``no compression``, ``observation masking``, ``ARS`` (its defaults),
+    ``LangChain`` / ``deepagents`` (``..., trim None``: ``trim_tokens_to_summarize=None``)."""
+    threshold = int(k * 1024)
+    untrimmed = {"trim_tokens_to_summarize": None} if name.endswith("trim None") else {}
+    if name == "no compression":
+        return lambda o, t: tokens_none(run, threshold, o, t)
+    if name == "observation masking":
+        return lambda o, t: tokens_masking(run, threshold, o, t, keep)
+    if name == "ARS":
+        return lambda o, t: tokens_ars(run, k, o, t, keep)
+    if name.startswith("LangChain"):
+        return lambda o, t: tokens_langchain(run, threshold, o, t, keep, lc, **untrimmed)
+    return lambda o, t: tokens_deepagents(run, threshold, o, t, keep, lc, root, **untrimmed)
 
 
 # ================================================================== the section

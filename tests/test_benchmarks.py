@@ -104,10 +104,11 @@ def test_report_has_every_section(smoke: tuple[str, dict[str, object], str]) -> 
         "## C. Estimators",
         "## D. Core per-call overhead",
         "## E. Prompt-cache cost",
+        "## F. Task retention",
     ):
         assert heading in report
-    assert len(parse_tables(report)) == 8  # A, L2, B, B defaults, C errors, C speed, D, E
-    assert set(raw) == {"per_call_ms", "l2_ms", "tokens", "estimator_speed_mb_s", "cache"}
+    assert len(parse_tables(report)) == 9  # A, L2, B, B defaults, C errors, C speed, D, E, F
+    assert set(raw) == {"per_call_ms", "l2_ms", "tokens", "estimator_speed_mb_s", "cache", "retention"}
 
 
 def test_overhead_table(smoke: tuple[str, dict[str, object], str]) -> None:
@@ -303,3 +304,30 @@ def test_cache_table_against_an_o200k_recount(smoke: tuple[str, dict[str, object
     assert num(rows["ARS"]["rewrites outside a summary round"]) == 0
     assert num(rows["observation masking"]["rewrites outside a summary round"]) > 0
     assert "At T=4,096: ARS has 0 prefix rewrites" in report
+
+
+@pytest.mark.spec("R58")
+def test_retention_table_counts_every_summarized_view(
+    smoke: tuple[str, dict[str, object], str],
+) -> None:
+    """F: one summarized view per summary round (B's own round counts, for the deterministic
+    policies), the share is kept / views, and every fraction recorded is a share."""
+    report, raw, _ = smoke
+    f = section_tables(report, "## F. Task retention")[0]
+    rows = {row["policy"]: row for row in f}
+    assert list(rows) == [
+        "ARS", "LangChain", "LangChain, trim None", "deepagents", "deepagents, trim None"
+    ]
+    b = {row["policy"]: row for row in section_tables(report, "## B. Tokens sent")[0]}
+    for name in ("ARS", "LangChain"):
+        assert rows[name]["summarized views"] == b[name]["summaries"]
+    retention = raw["retention"]
+    assert isinstance(retention, dict)
+    for name, row in rows.items():
+        views, kept = int(num(row["summarized views"])), int(num(row["task kept"]))
+        fractions = retention["4"][name]["fractions"]
+        assert len(fractions) == views > 0 and all(0.0 <= x <= 1.0 for x in fractions)
+        assert kept == sum(x >= 0.9 for x in fractions)
+        assert num(row["share"]) == pytest.approx(100 * kept / views, abs=0.06)
+        assert row["worst view"] == f"{100 * min(fractions):.0f}%"
+    assert "Target: ARS keeps the task in at least 95% of summarized views" in report
