@@ -31,3 +31,17 @@ def test_public_surface_is_locked(package: str) -> None:
     for name in module.__all__:
         assert getattr(module, name) is not None, name
     assert importlib.import_module(f"{package}.testing") is not None  # the fakes ship too
+
+
+def test_adapter_signatures_resolve_at_run_time() -> None:
+    """The adapters' constructors take the core's summarizer protocols, and their
+    annotations resolve (``typing.get_type_hints``)."""
+    import typing
+
+    from ars_core.summarize import AsyncSummarizer, Summarizer
+    from ars_langchain import ArsSummarizationMiddleware
+    from ars_llamaindex import ArsMemory
+
+    expected = Summarizer | AsyncSummarizer | str | None
+    for init in (ArsSummarizationMiddleware.__init__, ArsMemory.__init__):
+        assert typing.get_type_hints(init)["summarizer"] == expected

@@ -165,3 +165,18 @@ def test_errors_share_one_base() -> None:
     ):
         assert issubclass(getattr(ars_core, name), ars_core.ArsError)
     assert issubclass(ars_core.TiktokenUnavailableError, ImportError)  # `except ImportError` works
+
+
+def test_public_signatures_name_protocols_and_resolve_at_run_time() -> None:
+    """``summarizer=`` takes the summarizer protocols or a name, not ``Any``, and the
+    aliases of ``ars_core.typing`` resolve with ``typing.get_type_hints``."""
+    import typing
+
+    from ars_core.summarize import AsyncSummarizer, Summarizer
+
+    expected = Summarizer | AsyncSummarizer | str | None
+    for method in ("__init__", "call", "acall", "compact", "acompact"):
+        hints = typing.get_type_hints(getattr(ars_core.Compressor, method))
+        assert hints["summarizer"] == expected, method
+    emitter = typing.get_type_hints(ars_core.Compressor.call)["emitter"]
+    assert emitter == typing.Optional[typing.Callable[[ars_core.CompressionEvent], None]]  # noqa: UP045
