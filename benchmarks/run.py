@@ -24,6 +24,8 @@ E. ``cache``: prompt-cache cost: cache-hit share, effective cost as providers bi
    it (cached input at 0.1x) and prefix rewrites outside summary rounds.
 F. ``retention``: the share of summarized views that keep at least 90% of the
    task statement, ARS and the peers with the same summarizer.
+G. ``budget``: ARS's summary input budget (T/2, T/4, T/8) against task
+   retention, summary-call tokens and effective cost.
 
 The peers are used through their public constructors; nothing of theirs is
 copied.
@@ -51,11 +53,27 @@ if str(REPO) not in sys.path:  # runnable from a checkout without installing
     sys.path.insert(0, str(REPO))
 
 from ars_core.replay import SAMPLE_DIR, load_runs  # noqa: E402
-from benchmarks import cache, estimators, flatness, overhead, retention, tokens  # noqa: E402
+from benchmarks import (  # noqa: E402
+    budget,
+    cache,
+    estimators,
+    flatness,
+    overhead,
+    retention,
+    tokens,
+)
 from benchmarks.common import DEFAULT_RUNS_DIR, Context  # noqa: E402
 
 #: every section, in report order
-SECTIONS: tuple[ModuleType, ...] = (overhead, tokens, estimators, flatness, cache, retention)
+SECTIONS: tuple[ModuleType, ...] = (
+    overhead,
+    tokens,
+    estimators,
+    flatness,
+    cache,
+    retention,
+    budget,
+)
 
 
 def environment(runs_dir: Path, n_runs: int) -> dict[str, str]:

@@ -105,10 +105,20 @@ def test_report_has_every_section(smoke: tuple[str, dict[str, object], str]) -> 
         "## D. Core per-call overhead",
         "## E. Prompt-cache cost",
         "## F. Task retention",
+        "## G. Summary input budget",
     ):
         assert heading in report
-    assert len(parse_tables(report)) == 9  # A, L2, B, B defaults, C errors, C speed, D, E, F
-    assert set(raw) == {"per_call_ms", "l2_ms", "tokens", "estimator_speed_mb_s", "cache", "retention"}
+    # A, L2, B, B defaults, C errors, C speed, D, E, F, G
+    assert len(parse_tables(report)) == 10
+    assert set(raw) == {
+        "per_call_ms",
+        "l2_ms",
+        "tokens",
+        "estimator_speed_mb_s",
+        "cache",
+        "retention",
+        "budget",
+    }
 
 
 def test_overhead_table(smoke: tuple[str, dict[str, object], str]) -> None:
@@ -137,8 +147,16 @@ def test_token_table_against_an_o200k_recount(smoke: tuple[str, dict[str, object
     report, _, _ = smoke
     b = section_tables(report, "## B. Tokens sent")[0]
     policies = [row["policy"] for row in b]
-    assert policies == ["no compression", "ARS", "ARS, without tiktoken", "ARS, o200k estimator",
-                        "ARS, usage-calibrated", "LangChain", "observation masking", "deepagents"]
+    assert policies == [
+        "no compression",
+        "ARS",
+        "ARS, without tiktoken",
+        "ARS, o200k estimator",
+        "ARS, usage-calibrated",
+        "LangChain",
+        "observation masking",
+        "deepagents",
+    ]
     rows = {row["policy"]: row for row in b}
     threshold = int(num(b[0]["T (tokens)"]))
     assert threshold == 4096
@@ -250,12 +268,22 @@ def test_benchmark_sections_use_the_replay_library_not_the_cli() -> None:
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('ars_core', 'benchmarks')))))"
     )
     result = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     loaded = set(json.loads(result.stdout))
-    assert {"ars_core.replay", "benchmarks.overhead", "benchmarks.tokens", "benchmarks.estimators",
-            "benchmarks.flatness"} <= loaded
+    assert {
+        "ars_core.replay",
+        "benchmarks.overhead",
+        "benchmarks.tokens",
+        "benchmarks.estimators",
+        "benchmarks.flatness",
+    } <= loaded
     assert not any(m == "ars_core.cli" or m.startswith("ars_core.cli.") for m in loaded)
 
 
@@ -316,7 +344,11 @@ def test_retention_table_counts_every_summarized_view(
     f = section_tables(report, "## F. Task retention")[0]
     rows = {row["policy"]: row for row in f}
     assert list(rows) == [
-        "ARS", "LangChain", "LangChain, trim None", "deepagents", "deepagents, trim None"
+        "ARS",
+        "LangChain",
+        "LangChain, trim None",
+        "deepagents",
+        "deepagents, trim None",
     ]
     b = {row["policy"]: row for row in section_tables(report, "## B. Tokens sent")[0]}
     for name in ("ARS", "LangChain"):
@@ -331,3 +363,21 @@ def test_retention_table_counts_every_summarized_view(
         assert num(row["share"]) == pytest.approx(100 * kept / views, abs=0.06)
         assert row["worst view"] == f"{100 * min(fractions):.0f}%"
     assert "Target: ARS keeps the task in at least 95% of summarized views" in report
+
+
+@pytest.mark.spec("R23", "R58")
+def test_budget_table_trades_summary_tokens_for_task_retention(
+    smoke: tuple[str, dict[str, object], str],
+) -> None:
+    """G: a smaller summary input budget reads fewer tokens and keeps no more
+    of the task statement than a larger one."""
+    report, raw, _ = smoke
+    f = section_tables(report, "## G. Summary input budget")[0]
+    assert [row["summary input"] for row in f] == ["T/2 (2,048)", "T/4 (1,024)", "T/8 (512)"]
+    assert all(num(row["summarized views"]) > 0 for row in f)
+    tokens = [num(row["summary-call tokens"]) for row in f]
+    assert tokens[0] > tokens[1] > tokens[2]
+    shares = [num(row["mean task share"]) for row in f]
+    assert shares[0] >= shares[1] >= shares[2]
+    budget = raw["budget"]["4"]  # type: ignore[index]
+    assert budget["T/2"]["summary_tokens"] == tokens[0]

@@ -1,0 +1,150 @@
+"""G. Summary input budget: what the summarizer reads, against what the view keeps.
+
+ARS condenses the history it summarizes to a token budget before the summary
+call (``Compressor(summary_input_tokens=...)``; the default is a share of T).
+A smaller budget makes every summary call cheaper; it must not cost retention.
+For budgets of T/2, T/4 and T/8, the largest runs are replayed through ARS
+with the built-in summarizer, and for every summarized view (every request
+after the first L2 round) the share of the task statement it still holds is
+measured with :func:`ars_core.retention.task_retention`. The cost columns are
+those of section E (cached input at 0.1x, summary calls at full price).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ars_core import FsspecBackend, Message, SummaryConfig
+from ars_core.engine import CallOutcome
+from ars_core.replay import Run, replay_messages
+from ars_core.retention import TASK_KEPT, task_retention, task_statement
+
+from .cache import CacheStats, _Prefix
+from .common import Context, table
+from .tokens import MeteredExtractive, O200k, TokenStats
+
+KEY = "G"
+NEEDS: tuple[str, ...] = ()
+
+#: the budgets compared, as divisors of T
+DIVISORS = (2, 4, 8)
+
+
+@dataclass
+class BudgetStats:
+    cache: CacheStats = field(default_factory=CacheStats)
+    views: int = 0  # summarized views
+    task_kept: int = 0  # ... holding at least TASK_KEPT of the task statement
+    task_share: float = 0.0  # sum of the task shares (mean = task_share / views)
+
+    @property
+    def kept_share(self) -> float:
+        return self.task_kept / self.views if self.views else 1.0
+
+
+def budget_ars(
+    run: Run, k: float, divisor: int, base: O200k, stats: BudgetStats, keep: int
+) -> None:
+    """Replay ``run`` through ARS reading at most T/``divisor`` tokens per summary."""
+    threshold = int(k * 1024)
+    task = task_statement(run.messages)
+    tokens = TokenStats()
+    prefix = _Prefix(base, stats.cache)
+    summarized = [False]
+
+    def on_call(outcome: CallOutcome, system: Message | None) -> None:
+        prefix.add(system, outcome.view, summary_round=outcome.level is not None)
+        summarized[0] = summarized[0] or outcome.level == "L2"
+        if summarized[0]:
+            share = task_retention(task, outcome.view)
+            stats.views += 1
+            stats.task_share += share
+            stats.task_kept += share >= TASK_KEPT
+
+    replay_messages(
+        run.messages,
+        config=SummaryConfig(summary_threshold=k, summary_keep_messages=keep),
+        summarizer=MeteredExtractive(base, tokens),
+        backend=FsspecBackend("memory://bench-budget"),
+        on_call=on_call,
+        compressor_options={"summary_input_tokens": threshold // divisor},
+    )
+    stats.cache.summary += tokens.summary_in + tokens.summary_out
+
+
+def _row(runs: Sequence[Run], k: float, keep: int, base: O200k) -> dict[int, BudgetStats]:
+    row = {d: BudgetStats() for d in DIVISORS}
+    for run in runs:
+        for d in DIVISORS:
+            budget_ars(run, k, d, base, row[d], keep)
+    return row
+
+
+def measure(ctx: Context) -> dict[str, Any]:
+    args = ctx.args
+    thresholds = [float(s) for s in args.thresholds.split(",") if s.strip()]
+    runs = ctx.runs_by_size[: args.token_runs]
+    base = O200k()
+    result = {k: _row(runs, k, args.keep, base) for k in thresholds}
+    for k, row in result.items():
+        ctx.log(
+            f"  budget at {k:g}K: "
+            + ", ".join(f"T/{d} kept {100 * s.kept_share:.0f}%" for d, s in row.items())
+        )
+    return {"thresholds": thresholds, "table": result, "runs": len(runs), "keep": args.keep}
+
+
+HEADER = [
+    "T (tokens)",
+    "summary input",
+    "summarized views",
+    f"views keeping >= {TASK_KEPT:.0%} of the task",
+    "mean task share",
+    "summary-call tokens",
+    "effective cost",
+]
+
+
+def render(ctx: Context, data: dict[str, Any]) -> list[str]:
+    lines = ["## G. Summary input budget against task retention", ""]
+    lines.append(
+        f"{data['runs']} runs (the largest), keep {data['keep']}, built-in summarizer; "
+        "a summarized view is any request after the first L2 round of a run."
+    )
+    lines.append("")
+    rows = []
+    for k in data["thresholds"]:
+        for d, s in data["table"][k].items():
+            rows.append(
+                [
+                    f"{int(k * 1024):,}",
+                    f"T/{d} ({int(k * 1024) // d:,})",
+                    f"{s.views:,}",
+                    f"{100 * s.kept_share:.1f}%",
+                    f"{100 * s.task_share / s.views:.1f}%" if s.views else "-",
+                    f"{s.cache.summary:,}",
+                    f"{s.cache.effective:,.0f}",
+                ]
+            )
+    lines += [*table(HEADER, rows, "rlrrrrr"), ""]
+    return lines
+
+
+def raw(data: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "budget": {
+            f"{k:g}": {
+                f"T/{d}": {
+                    "views": s.views,
+                    "task_kept": s.task_kept,
+                    "mean_task_share": s.task_share / s.views if s.views else 1.0,
+                    "summary_tokens": s.cache.summary,
+                    "effective": s.cache.effective,
+                }
+                for d, s in row.items()
+            }
+            for k, row in data["table"].items()
+        }
+    }
