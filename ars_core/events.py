@@ -36,6 +36,7 @@ import attrs
 from .errors import MessageFormatError
 from .files import text_sha256
 from .messages import Message, message_from_dict, message_to_dict
+from .retention import Retention
 from .summarize import Usage
 from .typing import EventEmitter, Level, Phase
 
@@ -147,6 +148,8 @@ class SummarizationEvent:
     #: calls send those messages in the same form (see :func:`apply_sent_forms`).
     sent_forms: tuple[tuple[int, str, Message], ...] = ()
     anchor: Anchor | None = None
+    #: what the retention audit found in the view this round sent (summary + kept messages)
+    retention: Retention | None = None
 
     def anchored(self, state: Sequence[Message], cutoff: int | None = None) -> SummarizationEvent:
         """This event anchored to ``state`` at ``cutoff`` (default: its own);
@@ -175,6 +178,8 @@ class SummarizationEvent:
             ]
         if self.anchor is not None:
             out["anchor"] = self.anchor.to_dict()
+        if self.retention is not None:
+            out["retention"] = self.retention.to_dict()
         return out
 
     @classmethod
@@ -220,7 +225,19 @@ class SummarizationEvent:
             created_at=created if isinstance(created, str) and created else _now(),
             anchor=anchor,
             sent_forms=sent_forms,
+            retention=_retention(data.get("retention")),
         )
+
+
+def _retention(raw: Any) -> Retention | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise _event_error("retention must be an object")
+    try:
+        return Retention.from_dict(raw)
+    except (TypeError, ValueError) as exc:
+        raise _event_error(f"malformed retention: {exc!r}") from exc
 
 
 def effective_messages(state: Sequence[Message], event: SummarizationEvent | None) -> list[Message]:
@@ -409,6 +426,7 @@ class CompressionEvent:
     summary_usage: Usage | None = None
     error: str | None = None
     timestamp: str = attrs.field(factory=_now)
+    retention: Retention | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable payload (the ``data`` of an SSE frame)."""
@@ -435,6 +453,8 @@ class CompressionEvent:
             out["summary_usage"] = self.summary_usage.to_dict()
         if self.error is not None:
             out["error"] = self.error
+        if self.retention is not None:
+            out["retention"] = self.retention.to_dict()
         return out
 
 

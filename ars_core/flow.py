@@ -56,6 +56,7 @@ from .l2 import (
     validate_summary,
 )
 from .messages import Message
+from .retention import Retention, audit_retention, task_statement
 from .summarize import ExtractiveSummarizer, SummaryResult, condense_history, summary_budget
 
 __all__ = ["CallOutcome", "FlowSettings", "StateUpdate", "flow"]
@@ -375,6 +376,8 @@ def _level2(r: _Round, l1: _L1View, cut: _Cut) -> Flow:
         yield r.start("L2")
     new_event = yield from _summarize(r, l1, cut)
     sent = yield from _trim_tail(r, l1, cut, new_event.summary_message)
+    retention = _audit(r, cut, sent.view)
+    new_event = attrs.evolve(new_event, retention=retention)
     result = yield CallModel(sent.view)
     if result.error is not None:
         raise result.error
@@ -385,6 +388,7 @@ def _level2(r: _Round, l1: _L1View, cut: _Cut) -> Flow:
         cutoff=cut.global_,
         file_path=new_event.file_path,
         summary_usage=new_event.summary_usage,
+        retention=retention,
         **l1.fields,
     )
     if r.settings.stable_views:
@@ -392,6 +396,23 @@ def _level2(r: _Round, l1: _L1View, cut: _Cut) -> Flow:
         new_event = attrs.evolve(new_event, sent_forms=forms)
     update = StateUpdate(event=new_event, replaced=sent.replaced)
     return r.outcome(result, sent.view, "L2", sent.tokens, update)
+
+
+def _audit(r: _Round, cut: _Cut, view: Sequence[Message]) -> Retention:
+    """The retention audit of the view this round sends: the task (every user
+    request up to the cutoff) and the anchors of the newly summarized messages."""
+    retention = audit_retention(
+        r.raw[cut.start : cut.local], view, task=task_statement(r.state[: cut.global_])
+    )
+    if retention.missing:
+        log.warning(
+            "ARS: the summarized view lost %d of %d anchors (task %.0f%% kept): %s",
+            len(retention.missing),
+            len(retention.missing) + len(retention.found),
+            100 * retention.task_fraction,
+            "; ".join(retention.missing),
+        )
+    return retention
 
 
 def _summarize(r: _Round, l1: _L1View, cut: _Cut) -> Generator[Effect, Any, SummarizationEvent]:

@@ -338,6 +338,7 @@ def test_l2_summary_event_and_files(
         "summary_error",
         "created_at",
         "anchor",
+        "retention",
     }
     assert event["cutoff"] == 5 and event["previous_cutoff"] == 0
     # R51: anchored to the last summarized and the first kept message
@@ -413,6 +414,15 @@ def test_l2_summary_event_and_files(
         completed["file_path"] = event["file_path"]
     if event["summary_usage"]:
         completed["summary_usage"] = USAGE
+    # the retention audit of the view the L2 request sent: summary + the two kept messages
+    from ars_core import audit_retention, task_statement
+
+    summarized = [to_core(m) for m in seed[:5]]
+    sent_view = [message_from_dict(event["summary_message"]), *(to_core(m) for m in seed[5:7])]
+    retention = audit_retention(summarized, sent_view, task=task_statement(summarized)).to_dict()
+    assert event["retention"] == retention
+    assert retention["fraction"] == 1.0  # the kept human turn repeats the requests' words
+    completed["retention"] = retention
     assert [strip_volatile(e) for e in events] == [
         {
             "type": "context_compression",

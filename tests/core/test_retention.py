@@ -1,0 +1,169 @@
+"""The retention audit: every L2 round checks the new view for what the agent needs (R58)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from ars_core import (
+    Compressor,
+    Message,
+    Retention,
+    SummarizationEvent,
+    audit_retention,
+    task_retention,
+    task_statement,
+)
+from ars_core.l2 import build_summary_message
+from ars_core.retention import edited_files, error_lines
+from ars_core.testing import FakeSummarizer, ScriptedModel, capture_events
+
+from .helpers import assistant, call, small_config, tool, user, words
+
+TASK = "Fix the crash in parser.py when the input is empty; keep the public API unchanged."
+
+
+def _history() -> list[Message]:
+    """A task, an edit, a failing test run, a passing one, then the kept tail."""
+    c1 = call("bash", "c1", command="cat > src/parser_fix.py <<'EOF'\nx = 1\nEOF")
+    c2 = call("bash", "c2", command="python -m pytest tests/test_parser.py -q")
+    c3 = call("edit_file", "c3", file_path="src/parser.py", old="a", new="b")
+    c4 = call("bash", "c4", command="python -m pytest tests/test_parser.py -q -x")
+    return [
+        user(TASK),
+        assistant("writing a fix", c1),
+        tool(c1, "ok"),
+        assistant("running the tests", c2),
+        tool(c2, "E   ValueError: empty input\nFAILED tests/test_parser.py::test_empty"),
+        assistant("editing", c3),
+        tool(c3, "edited"),
+        assistant("again", c4),
+        tool(c4, "3 passed"),
+        assistant("reviewing " + words(700, "review")),
+        user("looks good, now also update the changelog"),
+        assistant("done " + words(100, "tail")),
+    ]
+
+
+class TestMeasure:
+    @pytest.mark.spec("R58")
+    def test_task_retention_counts_the_words_a_view_holds(self) -> None:
+        """Half the words of a 20-word task in the view: exactly 0.5."""
+        task = " ".join(f"w{i}" for i in range(20))
+        head = " ".join(f"w{i}" for i in range(10))
+        assert task_retention(task, [Message(role="user", content=f"x {head} y")]) == 0.5
+        assert task_retention(task, [Message(role="user", content=task)]) == 1.0
+        assert task_retention(task, "unrelated text") == 0.0
+        assert task_retention(["short one", task], f"short one\n{head}") == 12 / 22
+        assert task_retention([], "anything") == 1.0
+
+    @pytest.mark.spec("R58")
+    def test_anchors_of_a_history(self) -> None:
+        history = _history()
+        assert task_statement(history) == [TASK, "looks good, now also update the changelog"]
+        assert edited_files(history) == ["src/parser_fix.py", "src/parser.py"]
+        assert error_lines(history) == [
+            "E ValueError: empty input",
+            "FAILED tests/test_parser.py::test_empty",
+        ]
+
+    @pytest.mark.spec("R58")
+    def test_audit_of_a_view_that_lost_everything(self) -> None:
+        """A summary that says nothing useful: every anchor is missing, by name."""
+        history = _history()
+        summarized, tail = history[:9], history[9:]
+        view = [build_summary_message("The agent worked.", cutoff=9, file_path=None), *tail]
+        retention = audit_retention(summarized, view, task=[TASK])
+        assert retention == Retention(
+            found=(),
+            missing=(
+                "task",
+                "file:src/parser_fix.py",
+                "file:src/parser.py",
+                "command:cat > src/parser_fix.py <<'EOF' x = 1 EOF",
+                "command:python -m pytest tests/test_parser.py -q",
+                "command:python -m pytest tests/test_parser.py -q -x",
+                "error:E ValueError: empty input",
+                "error:FAILED tests/test_parser.py::test_empty",
+            ),
+            task_fraction=0.0,
+        )
+        assert retention.to_dict() == {
+            "found": [],
+            "missing": list(retention.missing),
+            "fraction": 0.0,
+            "task_fraction": 0.0,
+        }
+
+    @pytest.mark.spec("R58")
+    def test_a_kept_tool_result_whose_call_left_the_view_is_a_missing_id(self) -> None:
+        c = call("bash", "c9", command="ls")
+        view = [build_summary_message("S", cutoff=3, file_path=None), tool(c, "files")]
+        retention = audit_retention([user("t")], view, task=[])
+        assert retention.missing == ("id:c9",)
+        assert audit_retention(
+            [user("t")], [view[0], assistant("", c), view[1]], task=[]
+        ).found == ("id:c9",)
+
+
+def _l2(summarizer: object) -> tuple[Compressor, list[Message]]:
+    config = small_config(summary_keep_messages=3)
+    return Compressor(config, summarizer=summarizer), _history()
+
+
+class TestEveryL2Round:
+    @pytest.mark.spec("R58", "R24", "R31")
+    def test_extractive_summary_keeps_every_anchor_and_the_event_says_so(self) -> None:
+        """The built-in summarizer: the task, files, commands and errors all survive."""
+        engine, history = _l2(None)
+        with capture_events() as events:
+            out = engine.call(history, ScriptedModel())
+        assert out.level == "L2" and out.update is not None
+        retention = out.update.event.retention
+        assert retention is not None
+        assert retention.missing == ()
+        assert retention.task_fraction == 1.0 and retention.fraction == 1.0
+        assert "task" in retention.found and "file:src/parser.py" in retention.found
+        completed = [e for e in events.events if e.phase == "completed"]
+        assert [e.retention for e in completed] == [retention]
+        assert completed[0].to_dict()["retention"] == retention.to_dict()
+
+    @pytest.mark.spec("R58")
+    def test_a_summary_that_drops_the_task_is_recorded_and_logged(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        engine, history = _l2(FakeSummarizer("The agent worked on something."))
+        with caplog.at_level(logging.WARNING, logger="ars"):
+            out = engine.call(history, ScriptedModel())
+        assert out.update is not None
+        retention = out.update.event.retention
+        assert retention is not None
+        cut = out.update.event.cutoff
+        expected = audit_retention(history[:cut], out.view, task=[TASK])
+        assert retention == expected
+        assert "task" in retention.missing and retention.task_fraction == 0.0
+        (record,) = [r for r in caplog.records if "summarized view lost" in r.getMessage()]
+        assert "task 0% kept" in record.getMessage()
+        assert all(anchor in record.getMessage() for anchor in retention.missing)
+
+    @pytest.mark.spec("R58")
+    @pytest.mark.anyio
+    async def test_async_round_records_the_same_audit(self) -> None:
+        engine, history = _l2(FakeSummarizer("The agent worked on something."))
+        sync_out = engine.call(history, ScriptedModel())
+        async_out = await engine.acall(history, ScriptedModel())
+        assert sync_out.update is not None and async_out.update is not None
+        assert async_out.update.event.retention == sync_out.update.event.retention
+
+    @pytest.mark.spec("R58", "R24")
+    def test_retention_survives_the_event_round_trip(self) -> None:
+        engine, history = _l2(None)
+        out = engine.call(history, ScriptedModel())
+        assert out.update is not None
+        event = out.update.event
+        data = event.to_dict()
+        assert data["retention"] == event.retention.to_dict()  # type: ignore[union-attr]
+        assert SummarizationEvent.from_dict(data).retention == event.retention
+        del data["retention"]  # events persisted before the audit existed still load
+        assert SummarizationEvent.from_dict(data).retention is None
