@@ -123,13 +123,26 @@ def is_user_request(message: Message) -> bool:
     if message.role != "user":
         return False
     meta = message.metadata
-    if meta.get(MARK_SUMMARY) or meta.get(MARK_NOTE) or meta.get("lc_source") == "summarization":
+    if meta.get(MARK_SUMMARY) or meta.get(MARK_NOTE) or _harness_inserted(meta):
         return False
     if not isinstance(message.content, str):
         parts = message.content
         if parts and all(p.type in _TOOL_PART_TYPES for p in parts):
             return False
     return bool(message.text.strip())
+
+
+def _harness_inserted(meta: Mapping[str, Any]) -> bool:
+    """Marked as added by an agent harness (LangChain's ``lc_source``, kept by an
+    adapter at the top level or inside the framework's ``additional_kwargs``)."""
+    if meta.get("lc_source"):
+        return True
+    for value in meta.values():
+        if isinstance(value, Mapping):
+            kwargs = value.get("additional_kwargs")
+            if isinstance(kwargs, Mapping) and kwargs.get("lc_source"):
+                return True
+    return False
 
 
 def task_statement(messages: Iterable[Message]) -> list[str]:

@@ -45,7 +45,7 @@ from langchain_core.messages import (
     ToolMessageChunk,
 )
 
-from ars_core import ContentPart, Message, ToolCall
+from ars_core import MARK_SUMMARY, ContentPart, Message, ToolCall
 
 __all__ = ["LC_KEY", "MARKERS_KEY", "HistoryConverter", "from_core", "to_core", "tool_schemas"]
 
@@ -231,7 +231,22 @@ def from_core(message: Message) -> BaseMessage:
         kwargs["tool_call_id"] = message.tool_call_id or ""
     if cls is ChatMessage or cls is ChatMessageChunk:
         kwargs.setdefault("role", message.role)
-    return cls(**kwargs)
+    out = cls(**kwargs)
+    if markers.get(MARK_SUMMARY) and isinstance(out, HumanMessage):
+        out = _as_summary_notification(out)
+    return out
+
+
+def _as_summary_notification(message: HumanMessage) -> HumanMessage:
+    """An ARS summary marked as harness-inserted the way LangChain marks its own
+    summaries (``additional_kwargs["lc_source"] = "summarization"``), so UIs,
+    evals and deepagents do not take it for something the user typed."""
+    try:
+        from langchain_core.messages import add_notification_metadata
+    except ImportError:  # langchain-core before 1.7.2: the same key, set directly
+        kwargs = {**message.additional_kwargs, "lc_source": "summarization"}
+        return message.model_copy(update={"additional_kwargs": kwargs})
+    return add_notification_metadata(message, source="summarization")
 
 
 def tool_schemas(tools: Sequence[Any]) -> list[Any]:

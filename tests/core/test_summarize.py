@@ -235,3 +235,39 @@ class TestSummaryInput:
         out = condense_history(msgs, 2000, EST)
         assert demo in out and real in out
         assert sum(EST.count_message(m) for m in out) <= 2000
+
+
+class TestMedia:
+    @pytest.mark.spec("R23")
+    def test_images_reach_the_summary_prompt_as_references_never_base64(self) -> None:
+        """A URL or path is named; inline data is described by its size, not copied."""
+        from ars_core.messages import ContentPart, from_openai
+        from ars_core.summarize import render_history
+
+        inline = "data:image/png;base64," + "A" * 5000
+        message = from_openai(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "what is in these?"},
+                    {"type": "image_url", "image_url": {"url": "https://example.org/a.png"}},
+                    {"type": "image_url", "image_url": {"url": inline}},
+                ],
+            }
+        )
+        lc_block = Message(
+            role="user",
+            content=(
+                ContentPart(type="image", data={"type": "image", "url": "/srv/uploads/b.jpg"}),
+                ContentPart(
+                    type="image",
+                    data={"type": "image", "base64": "B" * 300, "mime_type": "image/jpeg"},
+                ),
+            ),
+        )
+        assert render_history([message, lc_block]) == (
+            "[user]\nwhat is in these?\n[image: https://example.org/a.png]\n"
+            "[image: inline image/png data, 5,022 characters, not shown]\n\n"
+            "[user]\n[image: /srv/uploads/b.jpg]\n"
+            "[image: inline image/jpeg data, 300 characters, not shown]"
+        )

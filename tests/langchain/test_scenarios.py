@@ -392,6 +392,12 @@ def test_l2_summary_event_and_files(
 
     summary_lc = from_core(message_from_dict(event["summary_message"]))
     assert summary_lc.content == content and summary_lc.id == "ars-summary-5"
+    # the model got the summary marked harness-inserted, the way LangChain marks its own
+    sent_summary = model.main_calls[0][1]
+    assert sent_summary.additional_kwargs == {"lc_source": "summarization"}
+    from langchain_core.messages import get_notification_metadata
+
+    assert get_notification_metadata(sent_summary) == {"source": "summarization"}
     sys = SystemMessage(SYSTEM)
     assert model.main_calls == [
         [sys, summary_lc, seed[5], seed[6]],
