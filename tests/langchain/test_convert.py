@@ -155,8 +155,12 @@ def test_summary_message_becomes_a_human_message() -> None:
         id="ars-summary-4",
         metadata={"ars_summary": True, "ars_cutoff": 4},
     )
+    # marked harness-inserted the way LangChain marks its own summaries
     assert from_core(summary) == HumanMessage(
-        "S", id="ars-summary-4", response_metadata={"ars": {"ars_summary": True, "ars_cutoff": 4}}
+        "S",
+        id="ars-summary-4",
+        additional_kwargs={"lc_source": "summarization"},
+        response_metadata={"ars": {"ars_summary": True, "ars_cutoff": 4}},
     )
     assert to_core(from_core(summary)).metadata["ars_summary"] is True
 
