@@ -3,25 +3,54 @@
 * :class:`DeepAgentsFileBackend` adapts a deepagents ``BackendProtocol`` (the
   backend behind the agent's own ``ls``/``read_file`` tools) to the core
   :class:`~ars_core.FileBackend`: ARS's virtual ``outputs/...`` paths become
-  ``/outputs/...`` there, exactly what ``read_file("outputs/...")`` opens.
+  ``/outputs/...`` there, exactly what ``read_file("outputs/...")`` opens, or
+  ``/threads/<scope>/outputs/...`` when the backend is shared by threads.
 * :class:`BackendResolver` picks the backend of one model call: the runtime
   context's ``file_backend`` (or ``ars_backend``) when set, else the
-  middleware's own; an fsspec backend without a scope is scoped to the
-  conversation thread (cached per thread). Sub-agents run with their parent's
+  middleware's own, else the agent's own (the backend of deepagents' file
+  tools), else an in-memory fsspec backend. Every backend is scoped to the
+  conversation thread (cached per thread); sub-agents run with their parent's
   ``thread_id``, so they share the parent's scope.
+
+Thread scopes in a deepagents backend: a backend that already keeps
+files per thread (``StateBackend``, or a ``CompositeBackend`` routing
+``/outputs/`` to one) gets ARS's files at ``/outputs/...``. A backend shared by
+every thread gets them under ``/threads/<scope>/outputs/...`` - for a
+``FilesystemBackend`` that is ``<root_dir>/threads/<scope>/outputs/...`` on
+disk, written atomically by ARS, whatever its ``virtual_mode`` - and the
+middleware points the agent's ``read_file``/``ls``/``glob``/``grep`` calls on
+ARS's own folders (``/outputs/large_tool_results``, ...) at the thread's scope
+(:meth:`BackendResolver.agent_path`), so the path in a preview always opens
+and another thread's files never appear there.
 """
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from ars_core import FileBackend, FileBackendError, FsspecBackend, check_path
-from ars_core.files import DEFAULT_READ_ONLY, decode_text, encode_text
+from ars_core.files import DEFAULT_READ_ONLY, decode_text, encode_text, scope_name
+from ars_core.l1 import LARGE_TOOL_RESULTS_DIR
+from ars_core.l2 import HISTORY_DIR, TRIMMED_DIR
 
-__all__ = ["BackendResolver", "DeepAgentsFileBackend", "is_deepagents_backend"]
+__all__ = [
+    "ARS_FOLDERS",
+    "READ_TOOL_ARGS",
+    "BackendResolver",
+    "DeepAgentsFileBackend",
+    "agent_backend",
+    "is_deepagents_backend",
+]
+
+#: the folders ARS writes (virtual, without a leading slash)
+ARS_FOLDERS: tuple[str, ...] = (LARGE_TOOL_RESULTS_DIR, HISTORY_DIR, TRIMMED_DIR)
+#: deepagents' file tools that read, and the argument naming their path
+READ_TOOL_ARGS = {"read_file": "file_path", "ls": "path", "glob": "path", "grep": "path"}
 
 
 def is_deepagents_backend(obj: Any) -> bool:
@@ -33,64 +62,175 @@ def is_deepagents_backend(obj: Any) -> bool:
     return isinstance(obj, BackendProtocol)
 
 
+def agent_backend(tools: Iterable[Any]) -> Any:
+    """The deepagents backend behind the agent's own file tools, or ``None``.
+
+    deepagents' ``FilesystemMiddleware`` builds ``read_file`` and friends as
+    closures over itself; its ``backend`` is what those tools read.
+    """
+    for tool in tools:
+        if getattr(tool, "name", None) not in READ_TOOL_ARGS:
+            continue
+        for fn in (getattr(tool, "func", None), getattr(tool, "coroutine", None)):
+            if fn is None or not inspect.isfunction(fn):
+                continue
+            try:
+                owner = inspect.getclosurevars(fn).nonlocals.get("self")
+            except (TypeError, ValueError):
+                continue
+            backend = getattr(owner, "backend", None)
+            if backend is not None and is_deepagents_backend(backend):
+                return backend
+    return None
+
+
+def _keeps_threads_apart(backend: Any) -> bool:
+    """Whether a deepagents backend already keeps ARS's ``/outputs/`` per thread."""
+    try:
+        from deepagents.backends import CompositeBackend, StateBackend
+    except ImportError:  # pragma: no cover
+        return False
+    if isinstance(backend, StateBackend):
+        return True  # files live in the thread's checkpointed state
+    if isinstance(backend, CompositeBackend):
+        for prefix, routed in sorted(backend.routes.items(), key=lambda r: -len(r[0])):
+            if "/outputs/x".startswith(prefix.rstrip("/") + "/"):
+                return _keeps_threads_apart(routed)
+        return _keeps_threads_apart(backend.default)
+    return False
+
+
+def _filesystem_root(backend: Any) -> tuple[Path, bool] | None:
+    """``(root_dir, virtual_mode)`` of a deepagents ``FilesystemBackend``."""
+    try:
+        from deepagents.backends import FilesystemBackend
+    except ImportError:  # pragma: no cover
+        return None
+    if isinstance(backend, FilesystemBackend):
+        return Path(backend.cwd), bool(backend.virtual_mode)
+    return None
+
+
+class _AgentView:
+    """A core backend plus where the agent's own file tools find its files."""
+
+    def __init__(self, inner: FileBackend, agent_prefix: str) -> None:
+        self.inner = inner
+        self.agent_prefix = agent_prefix
+
+    def agent_path(self, path: str) -> str:
+        """The path the agent's ``read_file`` opens for ARS's virtual ``path``."""
+        return self.agent_prefix + check_path(path)
+
+    def write_text(self, path: str, text: str) -> str:
+        return self.inner.write_text(path, text)
+
+    async def awrite_text(self, path: str, text: str) -> str:
+        awrite = getattr(self.inner, "awrite_text", None)
+        if awrite is None:
+            import anyio
+
+            written: str = await anyio.to_thread.run_sync(self.inner.write_text, path, text)
+            return written
+        done: str = await awrite(path, text)
+        return done
+
+    def read_text(self, path: str) -> str:
+        return self.inner.read_text(path)
+
+    def exists(self, path: str) -> bool:
+        return self.inner.exists(path)
+
+    def __repr__(self) -> str:
+        return f"_AgentView({self.inner!r}, agent_prefix={self.agent_prefix!r})"
+
+
 class DeepAgentsFileBackend:
     """A core file backend over a deepagents ``BackendProtocol``.
 
     Paths are checked with :func:`ars_core.check_path` and mapped to
-    ``/<path>``. Writes overwrite (``upload_files``, falling back to
-    ``write``); a ``StateBackend`` must be used inside the graph run, which is
-    where the middleware calls it.
+    ``<prefix>/<path>``: ``prefix`` is empty for a backend that keeps threads
+    apart, ``/threads/<scope>`` for a shared one (see the module doc). A file
+    that already holds the text is not written again; writes overwrite
+    (``upload_files``, falling back to ``write``). A ``StateBackend`` must be used
+    inside the graph run, which is where the middleware calls it.
     """
 
-    def __init__(self, backend: Any, *, read_only: tuple[str, ...] = DEFAULT_READ_ONLY) -> None:
+    def __init__(
+        self,
+        backend: Any,
+        *,
+        scope: str | None = None,
+        read_only: tuple[str, ...] = DEFAULT_READ_ONLY,
+    ) -> None:
         self.backend = backend
+        self.scope = scope
+        self.prefix = f"/threads/{scope_name(scope)}" if scope is not None else ""
         self.read_only = read_only
 
-    @staticmethod
-    def host_path(path: str) -> str:
-        return "/" + path
+    def host_path(self, path: str) -> str:
+        """Where the virtual ``path`` lives in the deepagents backend."""
+        return f"{self.prefix}/{path}"
+
+    def agent_path(self, path: str) -> str:
+        """The path the agent's ``read_file`` opens for ARS's virtual ``path``."""
+        return self.host_path(check_path(path))
+
+    def _error(self, norm: str, exc: Exception) -> FileBackendError:
+        return FileBackendError(norm, f"{type(exc).__name__}: {exc}")
 
     def write_text(self, path: str, text: str) -> str:
         norm = check_path(path, write=True, read_only=self.read_only)
-        target = self.host_path(norm)
+        target, data = self.host_path(norm), encode_text(text)
+        if self._download(norm) == data:
+            return norm
         try:
             try:
-                responses = self.backend.upload_files([(target, encode_text(text))])
+                responses = self.backend.upload_files([(target, data)])
                 error = responses[0].error if responses else "no response"
             except NotImplementedError:
                 error = self.backend.write(target, text).error
-        except FileBackendError:
-            raise
         except Exception as exc:
-            raise FileBackendError(norm, f"{type(exc).__name__}: {exc}") from exc
+            raise self._error(norm, exc) from exc
         if error:
             raise FileBackendError(norm, str(error))
         return norm
 
     async def awrite_text(self, path: str, text: str) -> str:
         norm = check_path(path, write=True, read_only=self.read_only)
-        target = self.host_path(norm)
+        target, data = self.host_path(norm), encode_text(text)
+        if await self._adownload(norm) == data:
+            return norm
         try:
             try:
-                responses = await self.backend.aupload_files([(target, encode_text(text))])
+                responses = await self.backend.aupload_files([(target, data)])
                 error = responses[0].error if responses else "no response"
             except NotImplementedError:
                 error = (await self.backend.awrite(target, text)).error
         except Exception as exc:
-            raise FileBackendError(norm, f"{type(exc).__name__}: {exc}") from exc
+            raise self._error(norm, exc) from exc
         if error:
             raise FileBackendError(norm, str(error))
         return norm
 
-    def _download(self, norm: str) -> bytes | None:
-        try:
-            responses = self.backend.download_files([self.host_path(norm)])
-        except Exception as exc:
-            raise FileBackendError(norm, f"{type(exc).__name__}: {exc}") from exc
+    @staticmethod
+    def _content(responses: Any) -> bytes | None:
         if not responses or responses[0].error or responses[0].content is None:
             return None
         content: bytes = responses[0].content
         return content
+
+    def _download(self, norm: str) -> bytes | None:
+        try:
+            return self._content(self.backend.download_files([self.host_path(norm)]))
+        except Exception as exc:
+            raise self._error(norm, exc) from exc
+
+    async def _adownload(self, norm: str) -> bytes | None:
+        try:
+            return self._content(await self.backend.adownload_files([self.host_path(norm)]))
+        except Exception as exc:
+            raise self._error(norm, exc) from exc
 
     def read_text(self, path: str) -> str:
         norm = check_path(path, read_only=self.read_only)
@@ -103,7 +243,7 @@ class DeepAgentsFileBackend:
         return self._download(check_path(path, read_only=self.read_only)) is not None
 
     def __repr__(self) -> str:
-        return f"DeepAgentsFileBackend({self.backend!r})"
+        return f"DeepAgentsFileBackend({self.backend!r}, scope={self.scope!r})"
 
 
 BackendSource = FileBackend | Callable[[Any], Any] | Any
@@ -121,50 +261,85 @@ def _context_value(context: Any, *names: str) -> Any:
 
 
 class BackendResolver:
-    """Finds the file backend of one model call (see the module docstring).
+    """Finds the file backend of one model call (see the module doc).
 
-    ``default`` is a core backend, a deepagents backend, or a factory called
-    with the LangGraph runtime. An unscoped :class:`~ars_core.FsspecBackend`
-    is scoped by ``scope`` (the thread id); scoped backends are cached, at most
+    ``default`` is a core backend, a deepagents backend, a factory called with
+    the LangGraph runtime, or ``None``: the agent's own backend (deepagents' file
+    tools), else an in-memory fsspec backend. Every backend is scoped by
+    ``scope`` (the thread id); scoped backends are cached, at most
     ``max_cached`` of them.
     """
 
     CONTEXT_FIELDS = ("file_backend", "ars_backend")
 
     def __init__(self, default: BackendSource | None = None, *, max_cached: int = 256) -> None:
-        self.default = default if default is not None else FsspecBackend("memory://ars")
+        self.default = default
+        self.fallback = FsspecBackend("memory://ars")
         self.max_cached = max_cached
         self._lock = threading.Lock()
         self._scoped: OrderedDict[tuple[int, str], tuple[Any, FileBackend]] = OrderedDict()
 
-    def resolve(self, runtime: Any, scope: str) -> FileBackend:
+    def resolve(self, runtime: Any, scope: str, tools: Iterable[Any] = ()) -> FileBackend:
+        """The backend of a call on thread ``scope``; ``tools`` are the agent's tools."""
         context = getattr(runtime, "context", None)
         source = _context_value(context, *self.CONTEXT_FIELDS) if context is not None else None
         if source is None:
             source = self.default
+        if source is None:
+            source = agent_backend(tools)
+        if source is None:
+            source = self.fallback
         if callable(source) and not _is_backend(source):
             source = source(runtime)
         return self._wrap(source, scope)
 
+    def agent_path(self, runtime: Any, scope: str, tool: Any, path: str) -> str | None:
+        """Where the agent's file tool ``tool`` finds ARS's file ``path`` on thread
+        ``scope``, when that differs from ``path`` (a shared backend); else ``None``."""
+        norm = path.strip().lstrip("/")
+        if not any(norm == f or norm.startswith(f + "/") for f in ARS_FOLDERS):
+            return None
+        try:
+            backend = self.resolve(runtime, scope, (tool,))
+            mapped = getattr(backend, "agent_path", None)
+            target = mapped(norm) if mapped is not None else None
+        except Exception:  # not a path ARS could have written: leave the call alone
+            return None
+        if not isinstance(target, str) or target.lstrip("/") == norm:
+            return None
+        return target
+
     def _wrap(self, source: Any, scope: str) -> FileBackend:
-        if is_deepagents_backend(source):
+        deep = is_deepagents_backend(source)
+        if not deep and not (isinstance(source, FsspecBackend) and source.scope is None):
+            if not _is_backend(source):
+                raise TypeError(f"not a file backend: {source!r}")
+            backend: FileBackend = source
+            return backend
+        key = (id(source), scope)
+        with self._lock:
+            hit = self._scoped.get(key)
+            if hit is not None and hit[0] is source:
+                self._scoped.move_to_end(key)
+                return hit[1]
+        scoped = self._scope(source, scope) if deep else source.scoped(scope)
+        with self._lock:
+            self._scoped[key] = (source, scoped)
+            while len(self._scoped) > self.max_cached:
+                self._scoped.popitem(last=False)
+        return scoped
+
+    @staticmethod
+    def _scope(source: Any, scope: str) -> FileBackend:
+        if _keeps_threads_apart(source):
             return DeepAgentsFileBackend(source)
-        if isinstance(source, FsspecBackend) and source.scope is None:
-            key = (id(source), scope)
-            with self._lock:
-                hit = self._scoped.get(key)
-                if hit is not None and hit[0] is source:
-                    self._scoped.move_to_end(key)
-                    return hit[1]
-                scoped = source.scoped(scope)
-                self._scoped[key] = (source, scoped)
-                while len(self._scoped) > self.max_cached:
-                    self._scoped.popitem(last=False)
-                return scoped
-        if not _is_backend(source):
-            raise TypeError(f"not a file backend: {source!r}")
-        backend: FileBackend = source
-        return backend
+        local = _filesystem_root(source)
+        if local is not None:  # on disk: ARS writes atomically, inside root_dir
+            root, virtual = local
+            files = FsspecBackend(root.as_uri()).scoped(scope)
+            shown = "/" if virtual else root.as_posix().rstrip("/") + "/"
+            return _AgentView(files, f"{shown}threads/{files.scope}/")
+        return DeepAgentsFileBackend(source, scope=scope)
 
 
 def _is_backend(obj: Any) -> bool:

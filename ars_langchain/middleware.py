@@ -42,8 +42,9 @@ from langchain.agents.middleware.types import (
     ModelRequest,
     ModelResponse,
     PrivateStateAttr,
+    ToolCallRequest,
 )
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.types import Command
 
 from ars_core import (
@@ -63,7 +64,7 @@ from ars_core.messages import MARK_SUMMARY
 from ars_core.resolve import CallableEstimator, EstimatorLike
 from ars_core.typing import EventEmitter, OverflowClassifier, SummarizerLike
 
-from .backends import BackendResolver, BackendSource
+from .backends import READ_TOOL_ARGS, BackendResolver, BackendSource
 from .convert import HistoryConverter, from_core, to_core, tool_schemas
 from .stream import stream_writer_emitter
 from .summarizer import ChatModel, ChatModelSummarizer
@@ -117,6 +118,11 @@ def event_from_state(raw: Any) -> SummarizationEvent | None:
     except ArsError as exc:
         log.warning("ARS: ignoring a malformed %s: %s", EVENT_KEY, exc)
         return None
+
+
+def _file_scope(context: Any, thread: str) -> str:
+    """The file scope of a call: the context's ``ars_file_scope``, else the thread id."""
+    return str(_config_value(context, SCOPE_FIELD) or thread)
 
 
 def _config_value(context: Any, name: str) -> Any:
@@ -398,8 +404,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             forget_history = getattr(session.compressor.estimator, "forget_history", None)
             if forget_history is not None:
                 forget_history()
-        scope = _config_value(context, SCOPE_FIELD) or thread
-        backend = self._resolver.resolve(runtime, str(scope))
+        backend = self._resolver.resolve(runtime, _file_scope(context, thread), request.tools)
         return _Call(
             session=session,
             messages=messages,
@@ -481,7 +486,38 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         messages: list[Any] = call.session.converter.back_all(view)
         return request.override(messages=messages)
 
+    def _tool_request(self, request: ToolCallRequest) -> ToolCallRequest:
+        """Point the agent's own ``read_file``/``ls``/``glob``/``grep`` at this thread's
+        copy of ARS's folders when ARS keeps them in a thread scope of a shared backend."""
+        call = request.tool_call
+        arg = READ_TOOL_ARGS.get(call.get("name", ""))
+        args = call.get("args") or {}
+        if arg is None or not isinstance(args.get(arg), str):
+            return request
+        path: str = args[arg]
+        runtime = request.runtime
+        thread, _ = _scope_parts()
+        scope = _file_scope(getattr(runtime, "context", None), thread)
+        target = self._resolver.agent_path(runtime, scope, request.tool, path)
+        if target is None:
+            return request
+        return request.override(tool_call={**call, "args": {**args, arg: target}})
+
     # ------------------------------------------------------------ the hooks
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        return handler(self._tool_request(request))
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        return await handler(self._tool_request(request))
 
     def wrap_model_call(
         self,
