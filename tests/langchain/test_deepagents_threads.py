@@ -130,3 +130,58 @@ def test_two_threads_on_one_deep_agent_see_only_their_own_files(
         assert on_disk[0].read_text(encoding="utf-8") == BIG
         # nothing written outside root_dir
         assert (host.stat().st_mtime_ns if host.exists() else None) == host_before
+
+
+@pytest.mark.spec("R56", "R36")
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_subagent_offloads_into_the_parents_scope_and_the_parent_reads_it(
+    mode: str, tmp_path: Path
+) -> None:
+    """A declarative sub-agent's large tool result is offloaded (ARS's default: the
+    agent's shared ``FilesystemBackend``) into the parent thread's scope; the
+    parent's own ``read_file`` then opens the path the sub-agent's preview quoted."""
+    root = tmp_path / "root"
+    root.mkdir()
+    backend = FilesystemBackend(root_dir=root, virtual_mode=True)
+    task = {"description": "build it", "subagent_type": "builder"}
+    model = FakeToolChatModel(
+        [
+            AIMessage("", id="m1", tool_calls=[tool_call("task", task, "c-task")]),
+            AIMessage("", id="s1", tool_calls=[tool_call("big_output", {"n": 150}, "c-big")]),
+            AIMessage("build finished", id="s2"),
+            AIMessage("", id="m2", tool_calls=[tool_call("read_file", {"file_path": PATH, "limit": 3}, "c-read")]),
+            AIMessage("all done", id="m3"),
+        ]
+    )  # fmt: skip
+    mw = ArsSummarizationMiddleware(DA_CONFIG)
+    agent = create_deep_agent(
+        model,
+        tools=[big_output],
+        middleware=[mw],
+        backend=backend,
+        checkpointer=InMemorySaver(),
+        subagents=[
+            {
+                "name": "builder",
+                "description": "builds things",
+                "system_prompt": "You build.",
+                "middleware": [mw.for_subagent()],
+            }
+        ],
+    )
+    config = {"configurable": {"thread_id": "parent-thread"}}
+    turn = {"messages": [HumanMessage("go", id="h")]}
+    if mode == "sync":
+        agent.invoke(turn, config)
+        state = agent.get_state(config).values
+    else:
+
+        async def run() -> dict[str, Any]:
+            await agent.ainvoke(turn, config)
+            return (await agent.aget_state(config)).values
+
+        state = asyncio.run(run())
+    assert PATH in model.main_calls[2][-1].text  # the sub-agent's preview
+    on_disk = sorted(p for p in root.rglob("*") if p.is_file())
+    assert on_disk == [root / "threads" / "parent-thread" / PATH]
+    assert "build step 2: compiled module number 2 without warnings" in _tool_text(state, "c-read")
