@@ -41,6 +41,7 @@ from .l1 import LARGE_TOOL_RESULTS_DIR
 from .l2 import HISTORY_DIR, TRIMMED_DIR
 from .messages import Message, read_messages
 from .resolve import resolve_summarizer
+from .retention import TASK_KEPT
 from .summarize import (
     ExtractiveSummarizer,
     SummaryResult,
@@ -152,6 +153,10 @@ class CallRecord:
     cutoff: int | None = None  #: the new cumulative cutoff after an L2 round
     #: tokens of the request's prefix equal to the previous request's (a prompt-cache hit)
     tokens_cached: int = 0
+    #: L2 only: the share of the task statement the view kept (the event's retention audit)
+    task_fraction: float | None = None
+    #: L2 only: the share of the audited anchors (task, files, commands, errors, ids) kept
+    retention_fraction: float | None = None
 
 
 @attrs.define
@@ -180,6 +185,9 @@ class RunReport:
     tokens_cached_total: int = 0
     #: the same without ARS (each request extends the previous one)
     tokens_without_cached_total: int = 0
+    #: L2 rounds whose retention was audited, and those whose view kept the task
+    retention_rounds: int = 0
+    task_kept_rounds: int = 0
     warnings: list[str] = attrs.field(factory=list)
     seconds: float = 0.0
     calls: list[CallRecord] = attrs.field(factory=list)
@@ -235,6 +243,9 @@ class RunReport:
         self.over_threshold += record.tokens_sent > threshold
         self.over_threshold_without += record.tokens_without > threshold
         self.tokens_cached_total += record.tokens_cached
+        if record.task_fraction is not None:
+            self.retention_rounds += 1
+            self.task_kept_rounds += record.task_fraction >= TASK_KEPT
         if len(self.calls):  # without ARS every request extends the previous one
             self.tokens_without_cached_total += self.calls[-1].tokens_without
         self.calls.append(record)
@@ -256,6 +267,8 @@ _SUM_FIELDS = (
     "summary_errors",
     "tokens_cached_total",
     "tokens_without_cached_total",
+    "retention_rounds",
+    "task_kept_rounds",
     "seconds",
 )
 
@@ -432,6 +445,7 @@ class _Replay:
         """One model call answered by ``reply``, counted in ``report``."""
         outcome, cutoff = self.call(reply)
         sent, cached = self.sent(outcome)
+        audit = self.event.retention if cutoff is not None and self.event is not None else None
         record = CallRecord(
             call=report.model_calls + 1,
             message_index=message_index,
@@ -441,6 +455,8 @@ class _Replay:
             tokens_without=self.without,
             cutoff=cutoff,
             tokens_cached=cached,
+            task_fraction=audit.task_fraction if audit is not None else None,
+            retention_fraction=audit.fraction if audit is not None else None,
         )
         report.add_call(record, threshold=threshold)
         return outcome

@@ -61,7 +61,7 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 # ------------------------------------------------------------------ the oracle
 
 
-def library_replay(path: Path, threshold: float) -> dict[str, Any]:
+def library_replay(path: Path, threshold: float, keep: int = 10) -> dict[str, Any]:
     """Replay one run with the library API only: the figures the CLI must print."""
     messages = read_messages(path)
     system: Message | None = None
@@ -69,7 +69,7 @@ def library_replay(path: Path, threshold: float) -> dict[str, Any]:
         system, messages = messages[0], messages[1:]
     est = ApproxEstimator()  # decides (the library default)
     o200k = TiktokenEstimator("o200k_base")  # counts what the report shows
-    config = SummaryConfig(summary_threshold=threshold)
+    config = SummaryConfig(summary_threshold=threshold, summary_keep_messages=keep)
     compressor = Compressor(
         config,
         estimator=est,
@@ -87,6 +87,7 @@ def library_replay(path: Path, threshold: float) -> dict[str, Any]:
         "summary_tokens": 0,
         "cutoffs": [],
         "cached": [],
+        "task": [],  # the retention audit's task share, per L2 round
     }
     previous: list[Message] = []
     for i, m in enumerate(messages):
@@ -96,6 +97,8 @@ def library_replay(path: Path, threshold: float) -> dict[str, Any]:
                 if outcome.update.event is not None:
                     event = outcome.update.event
                     out["cutoffs"].append(event.cutoff)
+                    assert event.retention is not None
+                    out["task"].append(event.retention.task_fraction)
                     usage = event.summary_usage
                     out["summary_tokens"] += (
                         usage.input_tokens + usage.output_tokens if usage else 0
@@ -162,6 +165,8 @@ def test_replay_without_arguments_prints_totals_matching_the_library(tmp_path: P
         calls, l1, l2, peak, peak_wo, over, over_wo, files, summaries = (
             _int(c) for c in calls_table[name][1:10]
         )
+        kept = sum(f >= 0.9 for f in o["task"])
+        assert calls_table[name][10] == f"{kept}/{len(o['task'])}"  # task kept / audited
         sent, sent_wo = (_int(c) for c in tokens_table[name][1:3])
         summary_tokens = _int(tokens_table[name][4])
         cache_hits, effective = tokens_table[name][5], _int(tokens_table[name][6])
@@ -208,6 +213,8 @@ JSON_RUN_KEYS = {
     "summary_errors": int,
     "tokens_cached_total": int,
     "tokens_without_cached_total": int,
+    "retention_rounds": int,
+    "task_kept_rounds": int,
     "cache_hit_share": float,
     "effective_cost": float,
     "effective_cost_without": float,
@@ -224,6 +231,8 @@ JSON_CALL_KEYS = {
     "tokens_without": int,
     "cutoff": (int, type(None)),
     "tokens_cached": int,
+    "task_fraction": (float, type(None)),
+    "retention_fraction": (float, type(None)),
 }
 
 
@@ -277,6 +286,13 @@ def test_replay_json_schema_and_files_on_disk(tmp_path: Path) -> None:
     assert r["tokens_sent_total"] == sum(c["tokens_sent"] for c in r["calls"])
     assert r["tokens_sent_peak"] == max(c["tokens_sent"] for c in r["calls"])
     assert r["l2_rounds"] == sum(c["level"] == "L2" for c in r["calls"]) == r["summary_calls"] > 1
+    # the retention audit of every L2 round, as the engine recorded it in the event
+    oracle = library_replay(run, 8, keep=6)
+    l2_calls = [c for c in r["calls"] if c["level"] == "L2"]
+    assert [c["task_fraction"] for c in l2_calls] == oracle["task"]
+    assert all(c["task_fraction"] is None for c in r["calls"] if c["level"] != "L2")
+    assert r["retention_rounds"] == len(l2_calls)
+    assert r["task_kept_rounds"] == sum(f >= 0.9 for f in oracle["task"])
     # cache hits: per call, then the totals and the bill derived from them
     assert r["calls"][0]["tokens_cached"] == 0
     assert all(0 <= c["tokens_cached"] <= c["tokens_sent"] for c in r["calls"])

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..config import SummaryConfig
 from ..replay import CACHED_PRICE, RunReport
+from ..retention import TASK_KEPT
 
 __all__ = ["format_estimates", "format_report"]
 
@@ -39,8 +40,10 @@ def format_report(
     lines += _table(CALL_COLUMNS, reports, total)
     lines += _wrap(
         "L1: calls where L1 alone was enough; L2: calls that also summarized older history "
-        "(L1 runs first); over T: requests above the threshold."
+        "(L1 runs first); over T: requests above the threshold; task kept: summary rounds whose "
+        f"view kept at least {100 * TASK_KEPT:.0f}% of the task statement (retention audit)."
     )
+    lines += _lost_task(reports)
     lines.append("")
     lines += _table(TOKEN_COLUMNS, reports, total)
     lines += _wrap(
@@ -52,6 +55,20 @@ def format_report(
     for line in _story(total, config.threshold_tokens, out):
         lines += _wrap(line)
     return "\n".join(lines)
+
+
+def _lost_task(reports: Sequence[RunReport]) -> list[str]:
+    """One line for each run in which a summary lost the task."""
+    lines = []
+    for r in reports:
+        lost = [c.task_fraction for c in r.calls if c.task_fraction is not None]
+        lost = [f for f in lost if f < TASK_KEPT]
+        if lost:
+            lines += _wrap(
+                f"  {r.name} lost its task in {len(lost)} of {r.retention_rounds} summaries "
+                f"(the worst view kept {100 * min(lost):.0f}% of it)."
+            )
+    return lines
 
 
 def _wrap(line: str) -> list[str]:
@@ -102,7 +119,8 @@ CALL_COLUMNS: list[Column] = [
     ("over T", "ARS", 3, lambda r: f"{r.over_threshold}"),
     ("over T", "no ARS", 6, lambda r: f"{r.over_threshold_without}"),
     ("", "files", 5, lambda r: f"{r.files_written}"),
-    ("", "summaries", 9, lambda r: f"{r.summary_calls}"),
+    ("summaries", "n", 3, lambda r: f"{r.summary_calls}"),
+    ("summaries", "task kept", 9, lambda r: f"{r.task_kept_rounds}/{r.retention_rounds}"),
 ]
 #: the second table: what it cost
 TOKEN_COLUMNS: list[Column] = [
