@@ -50,6 +50,7 @@ __all__ = [
     "SummarizationEvent",
     "apply_sent_forms",
     "check_event",
+    "content_key",
     "describe_event",
     "effective_messages",
     "message_key",
@@ -83,10 +84,17 @@ _KEY_CACHE = "ars_message_key"
 
 def message_key(message: Message) -> str:
     """The identity of a state message: ``id:<id>`` when it has an id, else
-    ``sha:<hash>`` of its role, name, content, tool calls and tool-call id
-    (metadata excluded). Cached on the message, so each message is hashed once."""
+    its :func:`content_key`."""
     if message.id:
         return f"id:{message.id}"
+    return content_key(message)
+
+
+def content_key(message: Message) -> str:
+    """``sha:<hash>`` of a message's role, name, id, content, tool calls and
+    tool-call id (metadata excluded): changes whenever the message is edited,
+    even in place under the same id. Cached on the message, so each message
+    is hashed once."""
     cached = message._cache.get(_KEY_CACHE)
     if cached is None:
         body = message_to_dict(message)
@@ -144,7 +152,7 @@ class SummarizationEvent:
     summary_error: str | None = None
     created_at: str = attrs.field(factory=_now)
     #: How the L2 request sent the kept messages that L1 (or the tail trim)
-    #: rewrote: ``(offset after the cutoff, message key, sent form)``. Later
+    #: rewrote: ``(offset after the cutoff, content key, sent form)``. Later
     #: calls send those messages in the same form (see :func:`apply_sent_forms`).
     sent_forms: tuple[tuple[int, str, Message], ...] = ()
     anchor: Anchor | None = None
@@ -255,15 +263,16 @@ def apply_sent_forms(effective: list[Message], event: SummarizationEvent | None)
     request repeats the bytes a prompt cache already holds.
 
     Only the window right after the summary is looked at (the messages that
-    were kept), matched by message key, so edits that moved or removed them
-    are tolerated. ``effective`` is changed in place and returned.
+    were kept), matched by :func:`content_key`: a kept message that was moved
+    is still found, and one that was edited (replaced under the same id) goes
+    out as it now is. ``effective`` is changed in place and returned.
     """
     if event is None or not event.sent_forms or not effective:
         return effective
     forms = {key: form for _, key, form in event.sent_forms}
     window = event.sent_forms[-1][0] + 1
     for i in range(1, min(len(effective), 1 + window)):
-        form = forms.get(message_key(effective[i]))
+        form = forms.get(content_key(effective[i]))
         if form is not None:
             effective[i] = form
     return effective
@@ -275,7 +284,7 @@ def sent_forms_of(
     """The messages of ``sent`` that differ from ``raw`` (same positions), as
     :attr:`SummarizationEvent.sent_forms` records them."""
     return tuple(
-        (offset, message_key(original), form)
+        (offset, content_key(original), form)
         for offset, (original, form) in enumerate(zip(raw, sent, strict=True))
         if form is not original and form != original
     )

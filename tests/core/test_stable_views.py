@@ -107,9 +107,12 @@ def test_every_request_starts_with_the_previous_one(conversation: list[list[Mess
     assert _prefix_breaks(sent) == []
 
 
-def _after_l2_round(stable_views: bool) -> tuple[list[Message], list[Message], Compressor]:
+def _after_l2_round(
+    stable_views: bool, edit: dict[str, Message] | None = None
+) -> tuple[list[Message], list[Message], Compressor]:
     """An L2 round whose kept window holds a large tool result, then one more
-    call below T; the two requests."""
+    call below T (after replacing the messages in ``edit`` by id); the two
+    requests."""
     compressor = Compressor(config=small_config(), stable_views=stable_views)
     backend = memory_backend()
     call = ToolCall(id="c-big", name="bash", args={"command": "make"})
@@ -126,6 +129,7 @@ def _after_l2_round(stable_views: bool) -> tuple[list[Message], list[Message], C
     outcome = compressor.call(state, first, summarizer=FakeSummarizer(), backend=backend)
     assert outcome.level == "L2" and outcome.update is not None
     event = SummarizationEvent.from_dict(outcome.update.event.to_dict())  # as persisted
+    state = [(edit or {}).get(m.id or "", m) for m in state]
     state.append(Message(role="assistant", content="you are welcome", id="a3"))
     second = ScriptedModel()
     after = compressor.call(
@@ -153,3 +157,13 @@ def test_literal_rule_sends_raw_messages_below_t() -> None:
     l2_view, next_view, _ = _after_l2_round(stable_views=False)
     assert next(m for m in l2_view if m.id == "t1").text.startswith("[ARS: tool result")
     assert next(m for m in next_view if m.id == "t1").text == "log " * 600
+
+
+@pytest.mark.spec("R51", "R14")
+def test_a_kept_message_edited_by_id_goes_out_as_edited() -> None:
+    """Replacing the kept (offloaded) tool result by id, as ``update_state``
+    does, sends the new text: a recorded sent form never hides an edit."""
+    redacted = Message(role="tool", content="REDACTED", tool_call_id="c-big", name="bash", id="t1")
+    l2_view, next_view, _ = _after_l2_round(stable_views=True, edit={"t1": redacted})
+    assert next(m for m in l2_view if m.id == "t1").text.startswith("[ARS: tool result")
+    assert next(m for m in next_view if m.id == "t1").text == "REDACTED"
