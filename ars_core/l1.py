@@ -7,8 +7,8 @@ touched. Two actions:
   (2,000 characters) becomes a truncation marker in the copy;
 * every tool result above ``summary_tool_result_token_limit`` estimated tokens
   is written in full to ``outputs/large_tool_results/<tool>-<sha256>.txt``
-  and, in the copy, replaced by that path and a preview that fits the same
-  token budget. A message already carrying the offload marker is left
+  and, in the copy, replaced by that path and a preview — its head and its
+  tail — that fits the same token budget. A message already carrying the offload marker is left
   as it is, and the same content always maps to the same path.
 
 :func:`plan_l1` returns the view *as if* every write succeeds plus the writes
@@ -39,6 +39,7 @@ __all__ = [
     "TRUNCATE_TOOLS",
     "FileWrite",
     "L1Plan",
+    "fit_head_and_tail",
     "fit_preview",
     "offload_body",
     "plan_l1",
@@ -101,6 +102,35 @@ def fit_preview(
     return text[:lo]
 
 
+def fit_head_and_tail(
+    estimator: Estimator, text: str, budget: int, frame: str, *, overhead: int = MESSAGE_OVERHEAD
+) -> str:
+    """Head and tail of ``text`` (two thirds head, one third tail, a gap line
+    between) such that ``frame`` + preview (+ ``overhead``) fits ``budget``:
+    the end of a test or build log, where the error usually is, stays in view.
+    A budget too small for both gets the head alone."""
+    head_only = fit_preview(estimator, text, budget, frame, overhead=overhead)
+    if len(head_only) >= len(text) or not head_only:
+        return head_only
+    room = budget - overhead
+
+    def preview(n: int) -> str:
+        head = n * 2 // 3
+        tail = n - head
+        gap = f"\n[... {len(text) - n} characters not shown ...]\n"
+        return text[:head] + gap + (text[-tail:] if tail else "")
+
+    lo, hi = 0, len(head_only)
+    while lo < hi:  # the most characters whose head-and-tail preview fits
+        mid = (lo + hi + 1) // 2
+        if estimator.count_text(frame + preview(mid)) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    # when the gap line would eat most of a small budget, the head alone says more
+    return preview(lo) if lo * 2 >= len(head_only) else head_only
+
+
 @attrs.frozen
 class L1Plan:
     """The L1 view assuming every write succeeds, and the writes to make.
@@ -158,7 +188,7 @@ def _offload(message: Message, estimator: Estimator, limit: int) -> tuple[Messag
     path = f"{LARGE_TOOL_RESULTS_DIR}/{tool}-{sha256_text(text)}.txt"
     tokens = estimator.count_text(text)
     frame = offload_body(path, text, "", tokens) + "\nPreview:\n"
-    preview = fit_preview(estimator, text, limit, frame, overhead=MESSAGE_OVERHEAD + 1)
+    preview = fit_head_and_tail(estimator, text, limit, frame, overhead=MESSAGE_OVERHEAD + 1)
     body = offload_body(path, text, preview, tokens)
     if isinstance(message.content, str):
         content: str | tuple[ContentPart, ...] = body

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,19 @@ def preview_of(content: str, head: str, original: str) -> str:
     assert content.startswith(head), content[:200]
     preview = content[len(head) :]
     assert preview and original.startswith(preview) and len(preview) < len(original)
+    return preview
+
+
+def head_and_tail_of(content: str, frame: str, original: str) -> str:
+    """The offload preview after ``frame``: the head and the tail of ``original``
+    around one gap line that counts exactly the characters left out."""
+    assert content.startswith(frame), content[:200]
+    preview = content[len(frame) :]
+    head, gap, tail = re.fullmatch(
+        r"(.*)\n\[\.\.\. (\d+) characters not shown \.\.\.\]\n(.*)", preview, re.S
+    ).groups()  # type: ignore[union-attr]
+    assert head and tail and original.startswith(head) and original.endswith(tail)
+    assert int(gap) == len(original) - len(head) - len(tail)
     return preview
 
 
@@ -175,7 +189,7 @@ def test_l1_only_trims_view_and_keeps_state(runner: Runner, thread_id: str) -> N
     path = f"outputs/large_tool_results/big_output-{sha256_text(big_text)}.txt"
     tokens = est.count_text(big_text)
     sent_tool = model.main_calls[1][4]
-    preview = preview_of(
+    preview = head_and_tail_of(
         sent_tool.content, offload_body(path, big_text, "", tokens) + "\nPreview:\n", big_text
     )
     assert est.count_text(sent_tool.content) <= 200

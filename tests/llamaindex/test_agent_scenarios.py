@@ -10,6 +10,7 @@ the instrumentation events.
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +160,11 @@ async def test_l1_only_offloads_and_truncates_in_the_view_only(
     assert offloaded.startswith(f"[ARS: tool result offloaded: {len(big)} characters")
     assert path in offloaded
     preview = offloaded.split("Preview:\n", 1)[1]
-    assert preview and big.startswith(preview)
+    head, gap, tail = re.fullmatch(
+        r"(.*)\n\[\.\.\. (\d+) characters not shown \.\.\.\]\n(.*)", preview, re.S
+    ).groups()  # type: ignore[union-attr]
+    assert head and tail and big.startswith(head) and big.endswith(tail)  # head AND tail
+    assert int(gap) == len(big) - len(head) - len(tail)
     assert (
         sent.messages[5].additional_kwargs == history[4].additional_kwargs
     )  # the tool_call_id pairing
