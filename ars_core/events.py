@@ -403,8 +403,8 @@ def check_event(state: Sequence[Message], event: SummarizationEvent | None) -> E
             dropped="no message is left after the part it summarized",
             stale=event,
         )
-    if event.anchor is not None and cut == event.cutoff:
-        return EventCheck(event)
+    if event.anchor is not None and cut == event.cutoff and event.anchor == anchor_at(state, cut):
+        return EventCheck(event)  # the anchor is where it was (checked in constant time)
     moved = event.anchored(state, cut)
     why = None
     if event.anchor is not None or cut != event.cutoff:

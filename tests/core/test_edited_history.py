@@ -145,6 +145,28 @@ class TestEditedHistory:
         again = compressor.call(state, ScriptedModel(["ok"]), event=moved)
         assert again.update is None
 
+    def test_removing_the_first_kept_then_the_last_summarized_message_keeps_the_summary(
+        self,
+    ) -> None:
+        """Each removal moves the anchor to the messages now around the cutoff,
+        so a later removal of the other side still finds it."""
+        compressor, _ = engine()
+        state = history(8)
+        event, _ = l2_round(compressor, state)
+        cut = event.cutoff
+        covered, kept = state[:cut], state[cut:]
+        state = [*covered, *kept[1:], user("q1")]  # the first kept message removed
+        first = compressor.call(state, ScriptedModel(["ok"]), event=event)
+        assert first.update is not None and first.update.event is not None
+        event = first.update.event
+        assert event.anchor is not None and event.anchor.next == message_key(kept[1])
+        state = [*covered[:-1], *kept[1:], state[-1], user("q2")]  # the last summarized one
+        model = ScriptedModel(["ok"])
+        second = compressor.call(state, model, event=event)
+        assert model.calls[-1] == [event.summary_message, *kept[1:], *state[-2:]]
+        assert second.update is not None and second.update.event is not None
+        assert second.update.event.cutoff == cut - 1
+
     def test_replacing_a_kept_message_by_id_keeps_the_event(self) -> None:
         compressor, _ = engine()
         state = history(8)
@@ -244,9 +266,6 @@ class TestBadCutoffs:
 # ------------------------------------------------------------------ stateful
 
 
-_counter = itertools.count()
-
-
 class EditedHistoryMachine(RuleBasedStateMachine):
     """Random appends, L2 rounds, removals (oldest, middle, all) and
     replacements by id. After every call the model's view is the summary (if
@@ -266,9 +285,11 @@ class EditedHistoryMachine(RuleBasedStateMachine):
         # the last covered and first uncovered message when the summary was last seen valid
         self.boundary: tuple[str | None, str | None] = (None, None)
         self.with_ids = True
+        # per machine, so that every example replays identically
+        self.counter = itertools.count(100_000)
 
     def _new(self, role: str, text: str, **kw: Any) -> Message:
-        n = next(_counter)
+        n = next(self.counter)
         return Message(
             role=role,
             content=f"{text} #{n}",
@@ -295,7 +316,7 @@ class EditedHistoryMachine(RuleBasedStateMachine):
     def append(self, size: int, kind: str) -> None:
         body = words(size, f"w{len(self.state)}")
         if kind == "tool_pair":
-            n = next(_counter)
+            n = next(self.counter)
             c = ToolCall(id=f"call-{n}", name="echo", args={"text": "x"})
             self.state.append(self._new("assistant", "", tool_calls=(c,)))
             self.state.append(self._new("tool", body, tool_call_id=c.id, name="echo"))
@@ -329,7 +350,7 @@ class EditedHistoryMachine(RuleBasedStateMachine):
     def replace_by_id(self, data: st.DataObject) -> None:
         users = [i for i, m in enumerate(self.state) if m.role == "user"]
         i = data.draw(st.sampled_from(users))
-        self.state[i] = attrs.evolve(self.state[i], content=f"replaced #{next(_counter)}")
+        self.state[i] = attrs.evolve(self.state[i], content=f"replaced #{next(self.counter)}")
 
     def _remove(self, indices: set[int]) -> None:
         self.state = [m for i, m in enumerate(self.state) if i not in indices]
