@@ -231,11 +231,16 @@ def plan_l1(
             new: Message = m
             write: FileWrite | None = None
             n = 0
-            if m.metadata.get(MARK_OFFLOADED) or m.metadata.get(MARK_SUMMARY):
+            if m.metadata.get(MARK_SUMMARY):
                 pass
             elif m.role == "tool":
-                if message_tokens(estimator, m) > tool_token_limit and m.text:
+                # an offload marker is not trusted blindly: a real offloaded body fits
+                # the limit, so anything over it is offloaded whatever it claims
+                size = message_tokens(estimator, m)
+                if size > tool_token_limit and m.text:
                     new, write = _offload(m, estimator, tool_token_limit)
+                    if message_tokens(estimator, new) >= size:  # never larger than the original
+                        new, write = m, None
             elif m.tool_calls:
                 new, n = _truncate_args(m, arg_char_limit, truncate_tools)
             cached = (new, write, n)

@@ -36,7 +36,7 @@ from .engine import CallOutcome, Compressor
 from .errors import MessageFormatError
 from .estimate import Estimator, message_tokens
 from .events import SummarizationEvent
-from .files import FileBackend, FsspecBackend
+from .files import FileBackend, FsspecBackend, sanitize_name
 from .l1 import LARGE_TOOL_RESULTS_DIR
 from .l2 import HISTORY_DIR, TRIMMED_DIR
 from .messages import Message, read_messages
@@ -92,10 +92,16 @@ class Run:
 
 
 def _stem(path: Path) -> str:
+    """The run's name: the file name without its suffix. It names the run's
+    folder under ``--out``, so a name that is not one plain folder name
+    (``...jsonl`` gives ``..``) is made safe."""
     name = path.name
     for suffix in (*RUN_SUFFIXES, ".gz"):
         if name.endswith(suffix) and len(name) > len(suffix):
-            return name[: -len(suffix)]
+            name = name[: -len(suffix)]
+            break
+    if name in {"", ".", ".."} or "/" in name or "\\" in name:
+        return sanitize_name(name, default="run")
     return name
 
 

@@ -700,3 +700,20 @@ def test_plugins_lists_what_is_registered_and_where_it_came_from(tmp_path: Path)
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
     )
     assert [p["name"] for p in json.loads(limited.stdout)] == ["ars.builtins", "fixture"]
+
+
+@pytest.mark.spec("R37")
+def test_replay_of_a_file_named_dots_jsonl_writes_only_inside_out(tmp_path: Path) -> None:
+    """A run file named ``...jsonl`` (its name without the suffix is ``..``) is
+    replayed into ``--out/run``; nothing is written outside ``--out``."""
+    source = SAMPLE_DIR / "django__django-16502.jsonl.gz"
+    runs = tmp_path / "in"
+    runs.mkdir()
+    (runs / "...jsonl").write_bytes(gzip.decompress(source.read_bytes()))
+    result = run_cli("replay", "in/...jsonl", "--threshold", "8", "--out", "out", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "out"]
+    assert sorted(p.name for p in (tmp_path / "in").iterdir()) == ["...jsonl"]
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["run"]
+    written = [p for p in (tmp_path / "out" / "run").rglob("*") if p.is_file()]
+    assert any(p.parent.name == "conversation_history" for p in written)

@@ -180,9 +180,11 @@ class TestL1Only:
 
     @pytest.mark.spec("R13")
     def test_marked_message_is_not_offloaded_again(self) -> None:
+        """A message holding an offloaded body (it fits the limit) is sent as it is."""
         c = call("bash")
+        path = "outputs/large_tool_results/bash-x.txt"
         marked = tool(c, words(400)).with_content(
-            words(400), **{MARK_OFFLOADED: "outputs/large_tool_results/x.txt"}
+            offload_body(path, words(400), words(40), 440), **{MARK_OFFLOADED: path}
         )
         state = [user(words(700)), assistant("", c), marked]
         backend = memory_backend()
