@@ -36,6 +36,7 @@ from .messages import (
 __all__ = [
     "ARG_CHAR_LIMIT",
     "LARGE_TOOL_RESULTS_DIR",
+    "OFFLOAD_HEADER",
     "TRUNCATE_TOOLS",
     "FileWrite",
     "L1Plan",
@@ -76,9 +77,13 @@ def truncation_marker(tool: str, arg: str, value: str) -> str:
     )
 
 
+#: how an offloaded tool result's body begins
+OFFLOAD_HEADER = "[ARS: tool result offloaded: "
+
+
 def offload_body(path: str, original: str, preview: str, total_tokens: int) -> str:
     header = (
-        f"[ARS: tool result offloaded: {len(original)} characters (~{total_tokens} tokens) "
+        f"{OFFLOAD_HEADER}{len(original)} characters (~{total_tokens} tokens) "
         f"saved to {path}. "
         "Read that file for the full output.]"
     )
@@ -200,6 +205,23 @@ def _offload(message: Message, estimator: Estimator, limit: int) -> tuple[Messag
     return message.with_content(content, **{MARK_OFFLOADED: path}), FileWrite(path, text)
 
 
+def _offloaded_body(message: Message, estimator: Estimator, limit: int) -> bool:
+    """Whether ``message`` holds what L1 makes of an offloaded result: the
+    marker, a header naming the marked path, and a preview within ``limit``.
+    A marker alone is not trusted (a message from elsewhere may carry it over
+    its whole, large text)."""
+    path = message.metadata.get(MARK_OFFLOADED)
+    if not isinstance(path, str):
+        return False
+    head, _, preview = message.text.partition("\nPreview:\n")
+    return (
+        head.startswith(OFFLOAD_HEADER)
+        and f" saved to {path}. " in head
+        and "\n" not in head
+        and estimator.count_text(preview) <= limit
+    )
+
+
 def plan_l1(
     messages: Sequence[Message],
     *,
@@ -231,15 +253,13 @@ def plan_l1(
             new: Message = m
             write: FileWrite | None = None
             n = 0
-            if m.metadata.get(MARK_SUMMARY):
+            if m.metadata.get(MARK_SUMMARY) or _offloaded_body(m, estimator, tool_token_limit):
                 pass
             elif m.role == "tool":
-                # an offload marker is not trusted blindly: a real offloaded body fits
-                # the limit, so anything over it is offloaded whatever it claims
                 size = message_tokens(estimator, m)
                 if size > tool_token_limit and m.text:
                     new, write = _offload(m, estimator, tool_token_limit)
-                    if message_tokens(estimator, new) >= size:  # never larger than the original
+                    if message_tokens(estimator, new) > size:  # never larger than the original
                         new, write = m, None
             elif m.tool_calls:
                 new, n = _truncate_args(m, arg_char_limit, truncate_tools)
