@@ -84,11 +84,14 @@ class TestSummaryIsChecked:
         assert "more than the 200 allowed; cut to fit" in caplog.text
         assert outcome.tokens_after < compressor.config.threshold_tokens
 
-    def test_the_default_bound_is_an_eighth_of_the_threshold_within_limits(self) -> None:
-        assert SummaryConfig().summary_token_limit == 4096  # 100K / 8 is capped
-        assert SummaryConfig(summary_threshold=16).summary_token_limit == 2048
-        assert SummaryConfig(summary_threshold=1).summary_token_limit == 1024  # floor
-        assert SummaryConfig(summary_max_tokens=300).summary_token_limit == 300
+    @pytest.mark.parametrize("threshold_k", [1, 16, 100, 1000])
+    def test_the_summary_bound_is_configurable_and_never_above_half_the_threshold(
+        self, threshold_k: int
+    ) -> None:
+        default = SummaryConfig(summary_threshold=threshold_k)
+        assert 0 < default.summary_token_limit <= default.threshold_tokens // 2
+        explicit = SummaryConfig(summary_threshold=threshold_k, summary_max_tokens=300)
+        assert explicit.summary_token_limit == 300
         with pytest.raises(ConfigError):
             SummaryConfig(summary_max_tokens=0)
 
