@@ -74,7 +74,7 @@ def check_real_summary(event: dict[str, Any], recorder: Recorder, backend: Fsspe
     assert [from_core(m) for m in archived] == state[event["previous_cutoff"] : event["cutoff"]]
 
 
-@pytest.mark.spec("R23", "R24", "R25", "R44", "R54")
+@pytest.mark.spec("R23", "R24", "R25", "R44")
 def test_real_summaries_chain_across_turns_and_a_process_restart_on_sqlite(
     llama_server: LlamaServer, tmp_path: Path
 ) -> None:
