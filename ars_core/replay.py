@@ -194,6 +194,8 @@ class RunReport:
     #: L2 rounds whose retention was audited, and those whose view kept the task
     retention_rounds: int = 0
     task_kept_rounds: int = 0
+    #: the text of the last summary the summarizer wrote (``None``: no summary call succeeded)
+    last_summary: str | None = None
     warnings: list[str] = attrs.field(factory=list)
     seconds: float = 0.0
     calls: list[CallRecord] = attrs.field(factory=list)
@@ -329,6 +331,7 @@ class MeteredSummarizer:
         self.errors = 0
         self.input_tokens = 0
         self.output_tokens = 0
+        self.last_text: str | None = None
 
     def with_budget(self, summary_tokens: int) -> MeteredSummarizer:
         """Bound the wrapped summarizer to the engine's summary budget (one replay
@@ -353,6 +356,7 @@ class MeteredSummarizer:
             )
         self.input_tokens += usage.input_tokens
         self.output_tokens += usage.output_tokens
+        self.last_text = result.text
         return SummaryResult(text=result.text, usage=usage, model=result.model)
 
 
@@ -537,3 +541,4 @@ def _finish(report: RunReport, recording: _RecordingBackend, metered: MeteredSum
     report.summary_errors = metered.errors
     report.summary_input_tokens = metered.input_tokens
     report.summary_output_tokens = metered.output_tokens
+    report.last_summary = metered.last_text

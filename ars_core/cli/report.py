@@ -54,6 +54,7 @@ def format_report(
     lines.append("")
     for line in _story(total, config.threshold_tokens, out):
         lines += _wrap(line)
+    lines += _last_summaries(reports)
     return "\n".join(lines)
 
 
@@ -74,6 +75,21 @@ def _lost_task(reports: Sequence[RunReport]) -> list[str]:
 def _wrap(line: str) -> list[str]:
     indent = " " * (len(line) - len(line.lstrip()))
     return textwrap.wrap(line, width=TEXT_WIDTH, subsequent_indent=indent + "  ") or [""]
+
+
+def _last_summaries(reports: Sequence[RunReport], chars: int = 200) -> list[str]:
+    """The last summary of each run, its first ``chars`` characters, wrapped to the width."""
+    lines = []
+    for r in reports:
+        if r.last_summary is None:
+            continue
+        text = " ".join(r.last_summary.split())
+        if len(text) > chars:
+            text = text[: chars - 1] + "…"
+        lines += textwrap.wrap(
+            f"Last summary of {r.name}: {text}", width=TEXT_WIDTH, subsequent_indent="    "
+        )
+    return ["", *lines] if lines else []
 
 
 def _preamble(

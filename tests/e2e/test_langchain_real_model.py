@@ -32,7 +32,7 @@ from ars_core import (
 )
 from ars_core.messages import message_from_dict
 from ars_langchain import ArsSummarizationMiddleware, from_core, is_compression_event
-from tests.e2e.helpers import CONFIG, MAX_TOKENS, SYSTEM, Recorder, chat_model, user_turn
+from tests.e2e.helpers import CONFIG, MAX_TOKENS, SYSTEM, Call, Recorder, chat_model, user_turn
 from tests.servers import LlamaServer
 
 pytestmark = pytest.mark.e2e
@@ -56,14 +56,11 @@ def events_of(history: list[Any]) -> list[dict[str, Any]]:
     return events
 
 
-def check_real_summary(event: dict[str, Any], recorder: Recorder, backend: FsspecBackend) -> None:
-    """The event's summary is a real summary call's output, bounded, and its archive
-    holds exactly the messages it covers."""
-    texts = [c.text.strip() for c in recorder.summaries]
-    content = event["summary_message"]["content"]
-    produced = [t for t in texts if t and t in content]
-    assert produced, f"no recorded summary output in {content!r}"
-    call = next(c for c in recorder.summaries if c.text.strip() == produced[-1])
+def check_real_summary(event: dict[str, Any], call: Call, backend: FsspecBackend) -> None:
+    """The event's summary is the output of ``call`` (a real summary call), with the
+    usage the server reported for it, and its archive holds exactly the messages it covers."""
+    text = call.text.strip()
+    assert text and text in event["summary_message"]["content"]
     assert call.usage is not None and 0 < call.usage["output_tokens"] <= MAX_TOKENS
     assert event["summary_usage"]["input_tokens"] == call.usage["input_tokens"]
     assert event["summary_usage"]["output_tokens"] == call.usage["output_tokens"]
@@ -102,8 +99,9 @@ def test_real_summaries_chain_across_turns_and_a_process_restart_on_sqlite(
     assert len(first) >= 2
     assert [e["previous_cutoff"] for e in first] == [0, *[e["cutoff"] for e in first[:-1]]]
     scoped = backend.scoped(thread_id)
-    for event in first:
-        check_real_summary(event, recorder, scoped)
+    assert len(recorder.summaries) == len(first)  # one summary call per L2 round, in order
+    for event, call in zip(first, recorder.summaries, strict=True):
+        check_real_summary(event, call, scoped)
     # the chained summary call read the previous summary
     second_call = recorder.summaries[-1]
     assert first[-2]["summary_message"]["content"] in second_call.prompt[0].text
@@ -167,7 +165,7 @@ def test_stream_messages_mode_carries_main_tokens_never_summary_tokens(
     summary = recorder.summaries[-1]
     custom = [c for mode, c in items if mode == "custom" and is_compression_event(c)]
     assert [c["phase"] for c in custom] == ["started", "completed"] and custom[-1]["cutoff"]
-    chunks = [(chunk, meta) for mode, (chunk, meta) in items if mode == "messages"]
+    chunks = [chunk_meta for mode, chunk_meta in items if mode == "messages"]
     assert all("ars_summary" not in (meta.get("tags") or []) for _, meta in chunks)
     assert all(meta.get("langgraph_node") == "model" for _, meta in chunks)
     tokens = [c for c, _ in chunks if isinstance(c, AIMessageChunk) and c.content]
