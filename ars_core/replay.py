@@ -194,7 +194,8 @@ class RunReport:
     #: L2 rounds whose retention was audited, and those whose view kept the task
     retention_rounds: int = 0
     task_kept_rounds: int = 0
-    #: the text of the last summary the summarizer wrote (``None``: no summary call succeeded)
+    #: the text of the last summary the summarizer wrote (``None``: no summary call
+    #: succeeded), lone surrogates escaped so the report can be printed (files keep them)
     last_summary: str | None = None
     warnings: list[str] = attrs.field(factory=list)
     seconds: float = 0.0
@@ -541,4 +542,5 @@ def _finish(report: RunReport, recording: _RecordingBackend, metered: MeteredSum
     report.summary_errors = metered.errors
     report.summary_input_tokens = metered.input_tokens
     report.summary_output_tokens = metered.output_tokens
-    report.last_summary = metered.last_text
+    if metered.last_text is not None:
+        report.last_summary = metered.last_text.encode("utf-8", "backslashreplace").decode("utf-8")

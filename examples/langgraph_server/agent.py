@@ -1,5 +1,8 @@
 """A LangGraph server graph with ARS: ``create_agent`` + ``ArsSummarizationMiddleware``.
 
+Needs: ``pip install -e ".[langchain,s3]" "langgraph-cli[inmem]" langgraph-sdk`` (from a
+clone); run ``langgraph dev --no-browser`` in this folder.
+
 Served by ``langgraph dev`` (or any LangGraph server) through ``langgraph.json``
 next to this file. The server owns the checkpointer (in memory for ``langgraph
 dev``, PostgreSQL in production); this module only builds the graph.
@@ -73,11 +76,15 @@ def make_model() -> Any:
     if base_url:
         from langchain_openai import ChatOpenAI
 
+        max_tokens = int(os.environ.get("ARS_OPENAI_MAX_TOKENS", "256"))
         return ChatOpenAI(
             base_url=base_url,
             model=os.environ.get("ARS_OPENAI_MODEL", "default"),
             api_key=os.environ.get("OPENAI_API_KEY", "not-needed"),  # type: ignore[arg-type]
-            max_tokens=int(os.environ.get("ARS_OPENAI_MAX_TOKENS", "256")),
+            max_tokens=max_tokens,
+            # sent as `max_completion_tokens`; servers that only read `max_tokens`
+            # (llama-cpp-python's) get it here
+            extra_body={"max_tokens": max_tokens},
             stream_usage=True,
         )
     return FakeToolChatModel([scripted_reply] * SCRIPTED_REPLIES)

@@ -51,3 +51,16 @@ def test_replay_without_a_summary_has_no_last_summary_line() -> None:
     report = replay_messages(chat(1), config=CONFIG, backend=FsspecBackend("memory://replay-none"))
     assert report.summary_calls == 0 and report.last_summary is None
     assert "Last summary of" not in report_text([report])
+
+
+def test_last_summary_with_a_lone_surrogate_is_escaped() -> None:
+    """A summary holding a lone surrogate (any ``str`` can) is reported escaped, so the
+    report (text or JSON) can be written to a UTF-8 stream."""
+    summarizer = FakeSummarizer(text="kept \ud83d as is")
+    report = replay_messages(
+        chat(6), config=CONFIG, summarizer=summarizer, backend=FsspecBackend("memory://replay-sur")
+    )
+    assert report.last_summary == "kept \\ud83d as is"
+    line = report_text([report]).splitlines()[-1]
+    assert line == "Last summary of run: kept \\ud83d as is"
+    line.encode("utf-8")

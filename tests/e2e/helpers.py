@@ -61,6 +61,9 @@ def chat_model(server: LlamaServer, recorder: Recorder | None = None, **kwargs: 
         "model": server.model,
         "api_key": "no-key-needed",
         "max_tokens": MAX_TOKENS,
+        # langchain-openai sends max_tokens as `max_completion_tokens`, which
+        # llama-cpp-python's server ignores (it would generate to the window's end)
+        "extra_body": {"max_tokens": MAX_TOKENS},
         "temperature": 0,
         "max_retries": 0,
         "timeout": 300,
