@@ -21,9 +21,9 @@ SUMMARY_PROMPT = (
 )
 #: every answer and every summary is at most this many tokens (2 CPU cores, a small model)
 MAX_TOKENS = 32
-#: T = 512 estimated tokens; L2 above 256; two messages kept
+#: T = 256 estimated tokens; L2 above 128; two messages kept
 CONFIG = SummaryConfig(
-    summary_threshold=0.5,
+    summary_threshold=0.25,
     summary_keep_messages=2,
     summary_l2_trigger_ratio=0.5,
     summary_prompt=SUMMARY_PROMPT,
@@ -43,7 +43,7 @@ _FACTS = [
 ]
 
 
-def user_turn(i: int, sentences: int = 8) -> str:
+def user_turn(i: int, sentences: int = 4) -> str:
     """A user message of about ``15 * sentences`` words, numbered ``i``."""
     lines = [
         f"Note {i}.{k}: on day {i * 10 + k} {_FACTS[(i + k) % len(_FACTS)]}."

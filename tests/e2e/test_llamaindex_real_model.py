@@ -171,7 +171,7 @@ async def test_openai_like_context_overflow_from_the_server_forces_compaction(
         llama_server, tmp_path / "chats.sqlite", tmp_path / "files",
         summary_threshold=100, on_event=events.append,
     )  # fmt: skip
-    memory.compressor.summary_input_tokens = 1200  # what the summary model reads fits its window
+    memory.compressor.summary_input_tokens = 600  # what the summary model reads fits its window
     llm = llm_for(llama_server)
     history = []
     for i in range(llama_server.n_ctx // 170):

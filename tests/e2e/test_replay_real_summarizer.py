@@ -41,7 +41,7 @@ def replay(server: LlamaServer, tmp_path: Path, *extra: str) -> subprocess.Compl
     env.pop("OPENAI_API_BASE", None)
     args = [
         sys.executable, "-m", "ars_core", "replay", str(recorded_run(tmp_path / "chat.jsonl")),
-        "--threshold", "0.5", "--keep", "2", "--ratio", "0.5",
+        "--threshold", "0.25", "--keep", "2", "--ratio", "0.5",
         "--summarizer", f"openai:{server.model}", "--out", str(tmp_path / "out"), *extra,
     ]  # fmt: skip
     return subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
