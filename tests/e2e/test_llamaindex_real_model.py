@@ -9,12 +9,13 @@ so ARS's event is compared with what the model actually said.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.bridge.pydantic import Field
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events.llm import LLMChatEndEvent
@@ -38,11 +39,10 @@ class Answer:
     usage: dict[str, Any]
 
 
-@dataclass
 class ChatRecorder(BaseEventHandler):  # type: ignore[misc]
     """Every chat response of the LLM, with ARS's summary tag and the raw usage."""
 
-    answers: list[Answer] = field(default_factory=list)
+    answers: list[Any] = Field(default_factory=list)
 
     @classmethod
     def class_name(cls) -> str:
