@@ -257,7 +257,10 @@ def test_server_context_overflow_error_drives_the_forced_path(llama_server: Llam
     retried = recorder.main[-1]
     assert retried.error is None and retried.usage is not None
     assert retried.usage["input_tokens"] + retried.usage["output_tokens"] <= llama_server.n_ctx
-    assert [(e.phase, e.forced) for e in events] == [("started", True), ("completed", True)]
+    assert [(e.phase, e.level, e.forced) for e in events] == [
+        ("started", "L2", True),
+        ("completed", "L2", True),
+    ]
     state = agent.get_state(config).values
     event = state["_summarization_event"]
     assert event["cutoff"] == len(state["messages"]) - 1 - CONFIG.summary_keep_messages

@@ -192,7 +192,7 @@ async def test_openai_like_context_overflow_from_the_server_forces_compaction(
     assert len(errors) == 1 and is_context_overflow(errors[0])
     assert memory.is_context_length_error(errors[0])
     assert [(e["phase"], e["level"], e["forced"]) for e in events] == [
-        ("started", "L1", True), ("completed", "L2", True),
+        ("started", "L2", True), ("completed", "L2", True),
     ]  # fmt: skip
     event = await memory.aget_event()
     assert event is not None and event.cutoff > 0 and not event.summary_error
