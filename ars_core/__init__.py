@@ -22,7 +22,13 @@ from .errors import (
     TiktokenUnavailableError,
     is_context_overflow,
 )
-from .estimate import ApproxEstimator, CachingEstimator, Estimator, TiktokenEstimator
+from .estimate import (
+    ApproxEstimator,
+    CachingEstimator,
+    Estimator,
+    TiktokenEstimator,
+    default_estimator,
+)
 from .events import (
     CompressionEvent,
     SummarizationEvent,
@@ -104,6 +110,7 @@ __all__ = [
     "__version__",
     "audit_retention",
     "check_path",
+    "default_estimator",
     "describe_event",
     "effective_messages",
     "encode_sse",

@@ -23,7 +23,7 @@ from typing import Any, TypedDict, Unpack
 from .config import SummaryConfig
 from .effects import AsyncEffects, SyncEffects, WrittenPaths, describe, run_async, run_sync
 from .errors import is_context_overflow
-from .estimate import ApproxEstimator, Estimator, Tools
+from .estimate import Estimator, Tools, default_estimator
 from .events import CompressionEvent, EventEmitter, SummarizationEvent
 from .files import FileBackend, FsspecBackend
 from .flow import CallOutcome, StateUpdate, flow
@@ -62,7 +62,8 @@ class Compressor:
     """ARS's engine: wraps main-model calls with two-level compression.
 
     ``config`` holds the five Context fields. ``estimator`` defaults to
-    :class:`~ars_core.estimate.ApproxEstimator`; ``backend`` to an in-memory
+    :func:`~ars_core.estimate.default_estimator` (exact o200k with tiktoken
+    installed, the approximate count otherwise); ``backend`` to an in-memory
     fsspec backend; ``summarizer`` to the deterministic
     :class:`~ars_core.summarize.ExtractiveSummarizer` (adapters pass the main
     model). Each may also be named (``estimator="o200k"``,
@@ -94,7 +95,7 @@ class Compressor:
     ) -> None:
         self.config = config or SummaryConfig()
         # names, URLs, classes and plain counters go through the plugin registry
-        self.estimator: Estimator = resolve_estimator(estimator) or ApproxEstimator()
+        self.estimator: Estimator = resolve_estimator(estimator) or default_estimator()
         self.backend: FileBackend = resolve_backend(backend) or FsspecBackend("memory://ars")
         resolved = resolve_summarizer(summarizer)
         self.summarizer: Summarizer | AsyncSummarizer = (

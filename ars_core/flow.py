@@ -218,8 +218,9 @@ def flow(
     cfg, est = settings.config, settings.estimator
     check = check_event(state, event)  # edited history: re-anchor or drop the event
     event = check.event
-    # thresholds in estimate units: a calibrated estimator (provider usage) scales them
-    scale = getattr(est, "scale", 1.0) or 1.0
+    # thresholds in estimate units: a calibrated estimator (provider usage) scales them,
+    # and the estimator's safety margin (its measured undercount) lowers them
+    scale = (getattr(est, "scale", 1.0) or 1.0) * (1 + (getattr(est, "margin", 0.0) or 0.0))
     # with no event the effective messages are the state itself: no O(history) copy on
     # the hot path (views that differ from it are always new lists)
     effective = (

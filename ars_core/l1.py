@@ -191,17 +191,19 @@ def _offload(message: Message, estimator: Estimator, limit: int) -> tuple[Messag
     text = message.text
     tool = sanitize_name(message.name or "tool")
     path = f"{LARGE_TOOL_RESULTS_DIR}/{tool}-{sha256_text(text)}.txt"
-    tokens = estimator.count_text(text)
+    kept: tuple[ContentPart, ...] = ()
+    if not isinstance(message.content, str):  # non-text parts (images...) stay in the view
+        kept = tuple(p for p in message.content if p.text is None)
+    # what the message costs besides its text (ids, name, kept parts): the preview's frame
+    shell = message_tokens(estimator, message.with_content(kept))
+    # the message's count is cached from the trigger: the text is not counted a second time
+    tokens = max(0, message_tokens(estimator, message) - shell)
     frame = offload_body(path, text, "", tokens) + "\nPreview:\n"
-    preview = fit_head_and_tail(estimator, text, limit, frame, overhead=MESSAGE_OVERHEAD + 1)
+    preview = fit_head_and_tail(estimator, text, limit, frame, overhead=shell + 1)
     body = offload_body(path, text, preview, tokens)
-    if isinstance(message.content, str):
-        content: str | tuple[ContentPart, ...] = body
-    else:  # keep non-text parts (images...) next to the offloaded text
-        content = (
-            ContentPart(type="text", text=body),
-            *(p for p in message.content if p.text is None),
-        )
+    content: str | tuple[ContentPart, ...] = (
+        body if isinstance(message.content, str) else (ContentPart(type="text", text=body), *kept)
+    )
     return message.with_content(content, **{MARK_OFFLOADED: path}), FileWrite(path, text)
 
 

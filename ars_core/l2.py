@@ -29,7 +29,7 @@ from typing import Any
 import attrs
 
 from .errors import SummarizerError
-from .estimate import MESSAGE_OVERHEAD, Estimator, message_tokens
+from .estimate import Estimator, message_tokens
 from .l1 import FileWrite, fit_preview, sha256_text
 from .messages import MARK_SUMMARY, MARK_TRIMMED, Message, message_from_dict, message_to_dict
 
@@ -272,13 +272,12 @@ def trim_tail(
             f"[ARS: this message was trimmed to fit the context window; the full message "
             f"({len(record)} characters) is saved at {path}.]\nPreview:\n"
         )
-        preview = fit_preview(
-            estimator, orig.text, preview_tokens, frame, overhead=MESSAGE_OVERHEAD + 1
-        )
         calls = tuple(
             attrs.evolve(c, args={"ars_trimmed": f"arguments saved at {path}"})
             for c in orig.tool_calls
         )
+        shell = message_tokens(estimator, attrs.evolve(orig, content="", tool_calls=calls))
+        preview = fit_preview(estimator, orig.text, preview_tokens, frame, overhead=shell + 1)
         new = attrs.evolve(
             orig,
             content=frame + preview,

@@ -496,7 +496,8 @@ def replay_messages(
     leading system message goes in ``system=``); the recorded assistant
     message is the model's reply. The outcome's state update (new event,
     replaced tail messages) is applied before the reply is appended, as an
-    adapter would persist it. Token figures are ``estimator``'s. ``on_call``
+    adapter would persist it. Token figures are ``estimator``'s (by default the
+    exact o200k count when tiktoken is installed). ``on_call``
     receives every call's outcome and the system message (benchmarks count
     the views with their own tokenizer). ``compressor_options`` are extra
     :class:`~ars_core.engine.Compressor` keyword arguments. ``estimator``

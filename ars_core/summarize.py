@@ -184,6 +184,15 @@ def _shorten_message(m: Message, max_chars: int) -> Message:
     return attrs.evolve(m, content=_shorten(m.text, max_chars), tool_calls=calls)
 
 
+def _omitted_note(omitted: int) -> Message:
+    return Message(
+        role="user",
+        content=f"[{omitted} older messages omitted here to fit the summary budget; "
+        "their full text is in the conversation history file]",
+        metadata={MARK_NOTE: True},
+    )
+
+
 def condense_history(
     messages: Sequence[Message],
     budget: int,
@@ -212,7 +221,8 @@ def condense_history(
     fixed, requests = _kept_whole(messages)
     out: list[Message | None] = [messages[i] if i in fixed else None for i in range(n)]
     _fit_requests(messages, requests, out, sizes, int(budget * TASK_SHARE), est)
-    room = budget - sum(sizes[i] for i in fixed)
+    # room for the note that stands for omitted messages, reserved up front
+    room = budget - sum(sizes[i] for i in fixed) - message_tokens(est, _omitted_note(n))
     shortening = False
     for i in reversed(range(n)):
         if i in fixed:
@@ -285,14 +295,7 @@ def _noting_omissions(out: list[Message | None]) -> list[Message]:
             result.append(kept)
         elif not noted:
             noted = True
-            result.append(
-                Message(
-                    role="user",
-                    content=f"[{omitted} older messages omitted here to fit the summary budget; "
-                    "their full text is in the conversation history file]",
-                    metadata={MARK_NOTE: True},
-                )
-            )
+            result.append(_omitted_note(omitted))
     return result
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 
 from .errors import ContextOverflowError, FileBackendError
-from .estimate import ApproxEstimator, Estimator
+from .estimate import Estimator, default_estimator
 from .events import CompressionEvent
 from .files import FileBackend, FsspecBackend
 from .hookspecs import hookimpl
@@ -62,7 +62,7 @@ class ScriptedModel:
     ) -> None:
         self.replies = list(replies) or ["ok"]
         self.overflow_above = overflow_above
-        self.estimator = estimator or ApproxEstimator()
+        self.estimator = estimator or default_estimator()
         self.system = system
         self.tools = tools
         self.calls: list[list[Message]] = []

@@ -38,7 +38,7 @@ from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index_instrumentation.dispatcher import active_instrument_tags
 
-from ars_core import ApproxEstimator, Estimator
+from ars_core import Estimator, default_estimator
 
 from .convert import to_core_messages, tool_schemas
 
@@ -140,7 +140,7 @@ class ScriptedLLM(MockFunctionCallingLLM):
     _script: list[Any] = PrivateAttr(default_factory=list)
     _next: int = PrivateAttr(default=0)
     _max_tokens: int | None = PrivateAttr(default=None)
-    _estimator: Estimator = PrivateAttr(default_factory=ApproxEstimator)
+    _estimator: Estimator = PrivateAttr(default_factory=default_estimator)
     _style: str = PrivateAttr(default="blocks")
     _summary_reply: Any = PrivateAttr(default=None)
     _ids: Any = PrivateAttr(default=None)
@@ -159,7 +159,7 @@ class ScriptedLLM(MockFunctionCallingLLM):
         super().__init__(**kwargs)
         self._script = list(script) or ["ok"]
         self._max_tokens = max_context_tokens
-        self._estimator = estimator or ApproxEstimator()
+        self._estimator = estimator or default_estimator()
         self._style = tool_call_style
         self._summary_reply = summary_reply
         self._ids = itertools.count(1)

@@ -46,7 +46,7 @@ def snapshot(messages: list[Message]) -> list[dict]:
     return [message_to_dict(m) for m in messages]
 
 
-def long_history(n_pairs: int, size: int = 40) -> list[Message]:
+def long_history(n_pairs: int, size: int = 60) -> list[Message]:
     """user/assistant turns of ``size`` tokens each, no tool results to offload."""
     out: list[Message] = []
     for i in range(n_pairs):
@@ -97,7 +97,7 @@ class TestBelowThreshold:
             {"name": "search", "description": words(500, "tool"), "parameters": {"type": "object"}}
         ]
         emitter = RecordingEmitter()
-        engine = Compressor(small_config(), emitter=emitter)
+        engine = Compressor(small_config(), estimator=EST, emitter=emitter)
         assert EST.count(state) < 1024 <= EST.count(state, system=system, tools=tools)
 
         out = engine.call(state, ScriptedModel(), system=system, tools=tools)
@@ -131,7 +131,7 @@ class TestL1Only:
         before = snapshot(state)
         backend, emitter = memory_backend(), RecordingEmitter()
         model = ScriptedModel(["fine"])
-        engine = Compressor(small_config(), backend=backend, emitter=emitter)
+        engine = Compressor(small_config(), estimator=EST, backend=backend, emitter=emitter)
         assert EST.count(state) >= 1024
 
         out = engine.call(state, model)
@@ -535,7 +535,7 @@ class TestOverflow:
 
     @pytest.mark.spec("R22", "R43")
     def test_overflow_trims_the_kept_tail_and_persists_it_by_id(self) -> None:
-        huge = "LOG " + words(420, "huge")
+        huge = "LOG " + words(480, "huge")
         state = [*long_history(2), user(huge), assistant("ok"), user("next"), assistant("fine")]
         assert 700 < EST.count(state) < 1024  # below T, above what the model accepts
         backend, emitter = memory_backend(), RecordingEmitter()
@@ -645,7 +645,9 @@ class TestContentKinds:
         c = call("search")
         state = [user("查一下"), assistant("", c), tool(c, text)]
         backend, model = memory_backend(), ScriptedModel()
-        Compressor(small_config(summary_l2_trigger_ratio=1.0), backend=backend).call(state, model)
+        Compressor(
+            small_config(summary_l2_trigger_ratio=1.0), estimator=EST, backend=backend
+        ).call(state, model)
         sent = model.calls[0][2]
         assert EST.count_message(sent) <= 120
         assert "上下文压缩" in sent.text

@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import inspect
 import json
 import json.decoder
+import random
+import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from ars_core import ApproxEstimator, Message, TiktokenEstimator, ToolCall, read_messages
+from ars_core import (
+    ApproxEstimator,
+    ContentPart,
+    Message,
+    TiktokenEstimator,
+    ToolCall,
+    from_openai,
+    read_messages,
+)
 from ars_core._tiktoken_offline import load_encoding
 
 pytestmark = pytest.mark.spec("R3")
@@ -180,3 +193,229 @@ def test_edits_near_the_end_are_detected_without_forgetting() -> None:
     est.count_history(history)
     edited = [*history[:-3], Message(role="user", content="replaced " * 50), *history[-2:]]
     assert est.count_history(edited) == est.count_messages(edited)
+
+
+# ------------------------------------------------------------------ content blocks (R57)
+
+
+def png(width: int, height: int) -> str:
+    """A PNG header (signature + IHDR) as base64: enough for the size to be read."""
+    import struct
+    import zlib
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)
+    chunk = b"IHDR" + ihdr
+    body = b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + chunk
+    body += struct.pack(">I", zlib.crc32(chunk)) + b"\x00" * 64
+    return base64.b64encode(body).decode()
+
+
+def jpeg(width: int, height: int) -> str:
+    import struct
+
+    app0 = b"\xff\xe0" + struct.pack(">H", 16) + b"JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00"
+    sof = b"\xff\xc0" + struct.pack(">HBHHB", 11, 8, height, width, 1) + b"\x01\x11\x00"
+    return base64.b64encode(b"\xff\xd8" + app0 + sof + b"\x00" * 32).decode()
+
+
+def gif(width: int, height: int) -> str:
+    import struct
+
+    return base64.b64encode(b"GIF89a" + struct.pack("<HH", width, height) + b"\x00" * 16).decode()
+
+
+ESTIMATORS = [ApproxEstimator, lambda: TiktokenEstimator("o200k_base")]
+
+
+@pytest.mark.spec("R57")
+@pytest.mark.parametrize("make", ESTIMATORS, ids=["approx", "o200k"])
+class TestContentBlocks:
+    def test_tool_call_ids_and_names_are_counted(self, make: Any) -> None:
+        """A tool call costs its id, type and name besides its arguments."""
+        est = make()
+        args = {"command": "ls -la"}
+        bare = Message(role="assistant", tool_calls=(ToolCall(id="", name="", args=args),))
+        call_id, name = "toolu_01A09q90qw90lq917835lq9", "str_replace_based_edit_tool"
+        full = Message(role="assistant", tool_calls=(ToolCall(id=call_id, name=name, args=args),))
+        assert est.count_message(full) == (
+            est.count_message(bare) + est.count_text(call_id) + est.count_text(name)
+        )
+        result = Message(role="tool", content="ok", tool_call_id=call_id)
+        assert est.count_message(result) == est.count_message(
+            Message(role="tool", content="ok")
+        ) + est.count_text(call_id)
+
+    def test_tool_use_block_and_tool_calls_count_one_call_once(self, make: Any) -> None:
+        """langchain-anthropic keeps a call both as a ``tool_use`` block and in ``tool_calls``."""
+        est = make()
+        call = ToolCall(id="toolu_1", name="bash", args={"command": "pytest -q " * 20})
+        block = ContentPart(
+            type="tool_use",
+            data={"type": "tool_use", "id": "toolu_1", "name": "bash", "input": dict(call.args)},
+        )
+        text = ContentPart(type="text", text="Running the tests.")
+        both = Message(role="assistant", content=(text, block), tool_calls=(call,))
+        calls_only = Message(role="assistant", content=(text,), tool_calls=(call,))
+        block_only = Message(role="assistant", content=(text, block))
+        assert est.count_message(both) == est.count_message(calls_only)
+        assert est.count_message(block_only) == est.count_message(calls_only)
+
+    @pytest.mark.parametrize(
+        "block",
+        [
+            {"type": "thinking", "thinking": "THOUGHT", "signature": "sig"},
+            {"type": "reasoning", "reasoning": "THOUGHT"},
+            {"type": "redacted_thinking", "data": "THOUGHT"},
+        ],
+    )
+    def test_thinking_is_counted_by_its_text(self, make: Any, block: dict[str, str]) -> None:
+        """A long thinking block is not a flat charge: it costs its text."""
+        est = make()
+        thought = "Let me check the failing assertion in test_views.py first. " * 200
+        data = {k: (thought if v == "THOUGHT" else v) for k, v in block.items()}
+        msg = Message(role="assistant", content=(ContentPart(type=block["type"], data=data),))
+        expected = est.count_text(thought)
+        assert expected * 0.98 <= est.count_message(msg) - 4 <= expected * 1.02 + 5
+        assert est.count_message(msg) > 765 * 2
+
+    def test_small_blocks_are_not_charged_like_images(self, make: Any) -> None:
+        """40 small Claude tool turns cost about what the OpenAI form of them costs."""
+        est = make()
+        claude, openai = [], []
+        for i in range(40):
+            cid = f"toolu_{i:04d}"
+            claude += [
+                Message(
+                    role="assistant",
+                    content=(
+                        ContentPart(
+                            type="tool_use",
+                            data={"type": "tool_use", "id": cid, "name": "ls", "input": {}},
+                        ),
+                    ),
+                ),
+                Message(
+                    role="user",
+                    content=(
+                        ContentPart(
+                            type="tool_result",
+                            data={"type": "tool_result", "tool_use_id": cid, "content": "a.py"},
+                        ),
+                    ),
+                ),
+            ]
+            call = ToolCall(id=cid, name="ls", args={})
+            openai += [
+                Message(role="assistant", tool_calls=(call,)),
+                Message(role="tool", content="a.py", tool_call_id=cid),
+            ]
+        assert est.count(claude) <= est.count(openai) * 1.2
+        assert est.count(claude) < 40 * 100
+
+    def test_images_are_charged_by_size_and_detail(self, make: Any) -> None:
+        est = make()
+
+        def openai_image(url: str, detail: str | None = None) -> Message:
+            image_url: dict[str, str] = {"url": url}
+            if detail:
+                image_url["detail"] = detail
+            return from_openai(
+                {"role": "user", "content": [{"type": "image_url", "image_url": image_url}]}
+            )
+
+        def anthropic_image(data: str) -> Message:
+            source = {"type": "base64", "media_type": "image/png", "data": data}
+            return from_openai({"role": "user", "content": [{"type": "image", "source": source}]})
+
+        def tokens(m: Message) -> int:
+            return est.count_message(m) - 4
+
+        # OpenAI: 85 at low detail; else 85 + 170 per 512px tile after scaling
+        assert tokens(openai_image(f"data:image/png;base64,{png(4000, 4000)}", "low")) == 85
+        assert tokens(openai_image(f"data:image/png;base64,{png(1024, 1024)}")) == 85 + 170 * 4
+        assert tokens(openai_image(f"data:image/png;base64,{png(2048, 4096)}")) == 85 + 170 * 6
+        assert tokens(openai_image(f"data:image/jpeg;base64,{jpeg(500, 300)}")) == 85 + 170
+        assert tokens(openai_image(f"data:image/gif;base64,{gif(600, 200)}")) == 85 + 170 * 2
+        # Anthropic: width * height / 750
+        assert tokens(anthropic_image(png(1000, 1000))) == 1334
+        assert tokens(anthropic_image(png(200, 150))) == 40
+        # the size unknown: a flat charge
+        assert tokens(openai_image("https://example.com/cat.png")) == 765
+
+    def test_unusual_tool_arguments_never_raise(self, make: Any) -> None:
+        """Tuple keys, cycles and 5,000 levels of nesting: a count, never RecursionError."""
+        est = make()
+        cyclic: dict[str, Any] = {"name": "loop"}
+        cyclic["self"] = cyclic
+        deep: Any = "bottom"
+        for _ in range(5000):
+            deep = {"d": [deep]}
+        odd = {(1, 2): "tuple key", "obj": object(), "bytes": b"\x00\xff"}
+        for args in (cyclic, deep, odd):
+            msg = Message(role="assistant", tool_calls=(ToolCall(id="c1", name="f", args=args),))
+            assert est.count_message(msg) > 5
+        assert (
+            est.count_message(
+                Message(
+                    role="assistant", tool_calls=(ToolCall(id="c", name="f", args={"d": deep}),)
+                )
+            )
+            >= 5000 * 2
+        )
+        assert est.count([], tools=[deep, cyclic]) > 5000
+
+
+# ------------------------------------------------------------------ the approximate estimator
+
+
+@pytest.mark.spec("R3", "R57")
+class TestApproxRebuilt:
+    def test_long_punctuation_runs_hex_and_base64_track_o200k(self) -> None:
+        enc = load_encoding("o200k_base")
+        rnd = random.Random(7)
+        cases = {
+            "rule": "=" * 1000,
+            "pytest": ("=" * 30 + " 3 failed, 120 passed in 4.2s " + "=" * 30 + "\n") * 20,
+            "hex": "\n".join(hashlib.sha256(str(i).encode()).hexdigest() for i in range(200)),
+            "base64": base64.b64encode(rnd.randbytes(6000)).decode(),
+        }
+        est = ApproxEstimator()
+        assert abs(est.count_text(cases["rule"]) - 16) <= 2
+        for kind, text in cases.items():
+            exact = len(enc.encode_ordinary(text))
+            assert abs(est.count_text(text) - exact) <= exact * 0.15, kind
+
+    @pytest.mark.parametrize("kind", ["chinese", "chinese_mixed", "code", "json"])
+    def test_chinese_json_and_python_within_10_percent(
+        self, trajectories_dir: Path, kind: str
+    ) -> None:
+        text = samples(trajectories_dir)[kind]
+        exact = len(load_encoding("o200k_base").encode_ordinary(text))
+        assert abs(ApproxEstimator().count_text(text) - exact) <= exact * 0.10
+
+    def test_held_out_runs_error(self, trajectories_dir: Path) -> None:
+        """On the runs the weights were not fitted on (every other run by name):
+        mean abs error per run <= 3%, worst run <= 10%, messages of >= 20 tokens <= 5%."""
+        approx, exact = ApproxEstimator(), TiktokenEstimator("o200k_base")
+        runs = sorted(trajectories_dir.glob("*.jsonl.gz"))[1::2]
+        run_errors, message_errors = [], []
+        for path in runs:
+            msgs = read_messages(path)
+            a = [approx.count_message(m) for m in msgs]
+            e = [exact.count_message(m) for m in msgs]
+            run_errors.append(abs(sum(a) - sum(e)) / sum(e))
+            message_errors += [abs(x - y) / y for x, y in zip(a, e, strict=True) if y >= 20]
+        assert sum(run_errors) / len(run_errors) <= 0.03
+        assert max(run_errors) <= 0.10
+        assert sum(message_errors) / len(message_errors) <= 0.05
+
+    def test_counting_memory_stays_small_for_a_large_text(self) -> None:
+        """Counting 10 MB reads it in chunks: the extra memory is far below the text's size."""
+        text = ("def f(x):\n    return x == 42  # the answer\n" * 250_000)[:10_000_000]
+        tracemalloc.start()
+        try:
+            ApproxEstimator().count_text(text)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak < 2_000_000

@@ -93,7 +93,10 @@ class TestSummaryInput:
         ]
         summarizer = FakeSummarizer("REAL SUMMARY")
         engine = Compressor(
-            small_config(summary_threshold=4), summarizer=summarizer, summary_input_tokens=1500
+            small_config(summary_threshold=4),
+            estimator=EST,
+            summarizer=summarizer,
+            summary_input_tokens=1500,
         )
         out = engine.call(state, ScriptedModel())
         ((history, _),) = summarizer.calls

@@ -55,6 +55,7 @@ PUBLIC = sorted(
         "__version__",
         "audit_retention",
         "check_path",
+        "default_estimator",
         "describe_event",
         "effective_messages",
         "encode_sse",

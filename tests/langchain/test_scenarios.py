@@ -18,7 +18,13 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from ars_core import ApproxEstimator, FsspecBackend, SummaryConfig, encode_sse, read_history
+from ars_core import (
+    FsspecBackend,
+    SummaryConfig,
+    default_estimator,
+    encode_sse,
+    read_history,
+)
 from ars_core.l1 import offload_body, sha256_text, truncation_marker
 from ars_core.messages import message_from_dict, message_to_dict
 from ars_core.testing import FailingBackend
@@ -185,7 +191,7 @@ def test_l1_only_trims_view_and_keeps_state(runner: Runner, thread_id: str) -> N
     assert final.content == "finished"
     assert "_summarization_event" not in result.state
 
-    est = ApproxEstimator()
+    est = default_estimator()  # what the middleware counts with by default
     path = f"outputs/large_tool_results/big_output-{sha256_text(big_text)}.txt"
     tokens = est.count_text(big_text)
     sent_tool = model.main_calls[1][4]

@@ -148,7 +148,7 @@ def test_system_prompt_and_tool_schemas_count_toward_the_threshold(
     est = memory.compressor.estimator
     alone = est.count(to_core_messages(history))
     tools = Workspace().tools()
-    system = prose(150)
+    system = prose(300)
     assert alone < 1024 <= est.count(to_core_messages(history), system=system)
     memory.get()
     assert recorder.events == []
@@ -292,7 +292,7 @@ def test_call_with_compaction_sync_helper(
 ) -> None:
     """Forced compression for chat engines / custom loops: the helper catches the LLM's
     context-length error, forces L2 and retries once; events after success."""
-    llm = ScriptedLLM(["fine"], max_context_tokens=600)
+    llm = ScriptedLLM(["fine"], max_context_tokens=500)
     memory = ArsMemory.from_defaults(
         chat_store_key=KEY,
         file_backend=file_backend,
