@@ -14,7 +14,7 @@ from .helpers import assistant, small_config, user, words
 def long_history(n_pairs: int) -> list[Message]:
     out: list[Message] = []
     for i in range(n_pairs):
-        out += [user(f"q{i} " + words(40, f"q{i}")), assistant(f"a{i} " + words(40, f"a{i}"))]
+        out += [user(f"q{i} " + words(60, f"q{i}")), assistant(f"a{i} " + words(60, f"a{i}"))]
     return out
 
 
