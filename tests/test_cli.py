@@ -30,6 +30,7 @@ from ars_core import (
     SummarizationEvent,
     SummaryConfig,
     TiktokenEstimator,
+    default_estimator,
     read_history,
     read_messages,
 )
@@ -67,7 +68,7 @@ def library_replay(path: Path, threshold: float, keep: int = 10) -> dict[str, An
     system: Message | None = None
     if messages[0].role == "system":
         system, messages = messages[0], messages[1:]
-    est = ApproxEstimator()  # decides (the library default)
+    est = default_estimator()  # decides (the library default)
     o200k = TiktokenEstimator("o200k_base")  # counts what the report shows
     config = SummaryConfig(summary_threshold=threshold, summary_keep_messages=keep)
     compressor = Compressor(
@@ -149,7 +150,8 @@ def test_replay_without_arguments_prints_totals_matching_the_library(tmp_path: P
     assert "16K = 16,384 tokens" in text
     assert "extractive" in text and "no API key" in text
 
-    assert "decided with approx; counted with tiktoken:o200k_base" in text
+    # the library default decides: the exact o200k count with tiktoken installed
+    assert "decided with tiktoken:o200k_base; summarizer extractive" in text
     assert max(len(line) for line in text.splitlines()) <= 100  # fits 100 columns
 
     oracles = {p.name.removesuffix(".jsonl.gz"): library_replay(p, 16) for p in SAMPLES}
@@ -267,7 +269,7 @@ def test_replay_json_schema_and_files_on_disk(tmp_path: Path) -> None:
         "threshold_tokens": 8192,
         "l2_threshold_tokens": 3276,
     }
-    assert doc["estimator"] == "approx" and doc["summarizer"] == "extractive"
+    assert doc["estimator"] == "tiktoken:o200k_base" and doc["summarizer"] == "extractive"
     assert doc["counted_with"] == "tiktoken:o200k_base" and doc["cached_price"] == 0.1
     assert Path(doc["out"]) == (tmp_path / "out").resolve()
     assert len(doc["runs"]) == 1
