@@ -143,14 +143,22 @@ def run_sync(flow: Generator[Effect, Any, T], handlers: SyncEffects) -> T:
             raise
 
 
-async def run_async(flow: Generator[Effect, Any, T], handlers: AsyncEffects) -> T:
-    """Async twin of :func:`run_sync`: a handler's awaitable result is awaited."""
+async def run_async(
+    flow: Generator[Effect, Any, T], handlers: AsyncEffects, *, in_thread: bool = False
+) -> T:
+    """Async twin of :func:`run_sync`: a handler's awaitable result is awaited.
+
+    With ``in_thread`` the flow's own steps (counting, L1, building views) run
+    in a worker thread, so large new content never blocks the event loop; the
+    effects still run here."""
     value: Any = None
     while True:
-        try:
-            effect = flow.send(value)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+        if in_thread:
+            done, effect = await anyio.to_thread.run_sync(_step, flow, value)
+        else:
+            done, effect = _step(flow, value)
+        if done:
+            return effect  # type: ignore[no-any-return]
         try:
             value = dispatch(effect, handlers)
             if inspect.isawaitable(value):
@@ -172,6 +180,14 @@ def _interrupt(flow: Generator[Effect, Any, Any], exc: BaseException, handlers: 
     except BaseException:  # the flow re-raised (``exc`` itself): the caller raises it
         return
     flow.close()
+
+
+def _step(flow: Generator[Effect, Any, Any], value: Any) -> tuple[bool, Any]:
+    """One step of ``flow``: ``(False, effect)``, or ``(True, its return value)``."""
+    try:
+        return False, flow.send(value)
+    except StopIteration as stop:
+        return True, stop.value
 
 
 class _Ledger:

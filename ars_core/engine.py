@@ -20,10 +20,13 @@ import weakref
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, TypedDict, Unpack
 
+import anyio
+import anyio.to_thread
+
 from .config import SummaryConfig
 from .effects import AsyncEffects, SyncEffects, WrittenPaths, describe, run_async, run_sync
 from .errors import is_context_overflow
-from .estimate import Estimator, Tools, default_estimator
+from .estimate import OFFLOAD_CHARS, Estimator, Tools, default_estimator, uncounted_chars
 from .events import CompressionEvent, EventEmitter, SummarizationEvent
 from .files import FileBackend, FsspecBackend
 from .flow import CallOutcome, StateUpdate, flow
@@ -151,10 +154,11 @@ class Compressor:
         emitter: EventEmitter | None = None,
         thread: str | None = None,
     ) -> CallOutcome:
-        """Async twin of :meth:`call`: archive and summary run concurrently."""
-        steps = flow(self, as_messages(messages), event, system, tools, thread=thread)
+        """Async twin of :meth:`call`: archive and summary run concurrently.
+        Large new content is counted and trimmed in a worker thread, never on
+        the event loop."""
         effects = self._effects(call_model, summarizer, backend, emitter)
-        return await run_async(steps, AsyncEffects(effects))
+        return await self._arun(messages, event, system, tools, thread, False, effects)
 
     def compact(
         self,
@@ -197,9 +201,29 @@ class Compressor:
         hold_events: bool = False,
     ) -> CallOutcome:
         """Async twin of :meth:`compact`."""
-        steps = flow(self, as_messages(messages), event, system, tools, thread=thread, forced=force)
         effects = self._effects(None, summarizer, backend, emitter, hold_events)
-        return await run_async(steps, AsyncEffects(effects))
+        return await self._arun(messages, event, system, tools, thread, force, effects)
+
+    async def _arun(
+        self,
+        messages: Sequence[Message | Mapping[str, Any]],
+        event: SummarizationEvent | None,
+        system: Message | str | None,
+        tools: Tools | None,
+        thread: str | None,
+        forced: bool,
+        effects: Any,
+    ) -> CallOutcome:
+        """Run the flow for the async shells. When the newest messages hold more
+        uncounted text than ``OFFLOAD_CHARS``, the flow's own work (counting,
+        hashing, previews) runs in a worker thread; the effects stay on the loop."""
+        msgs = as_messages(messages)
+        offload = uncounted_chars(self.estimator, msgs) >= OFFLOAD_CHARS
+        build = functools.partial(
+            flow, self, msgs, event, system, tools, thread=thread, forced=forced
+        )
+        steps = await anyio.to_thread.run_sync(build) if offload else build()
+        return await run_async(steps, AsyncEffects(effects), in_thread=offload)
 
     def compact_round(
         self,

@@ -49,6 +49,7 @@ __all__ = [
     "default_estimator",
     "json_text",
     "message_tokens",
+    "uncounted_chars",
 ]
 
 #: tool schemas as handed to a model: JSON-like mappings, or anything str() gives text for
@@ -292,7 +293,8 @@ class CachingEstimator:
         cached = message._cache.get(key)
         if cached is not None:
             return int(cached)
-        plain = isinstance(message.content, str) and not message.tool_calls
+        content = message.content
+        plain = isinstance(content, str) and not message.tool_calls and len(content) < 65536
         if plain:
             ckey = (message.role, message.name, message.tool_call_id, message.content)
             cached = self._by_content.get(ckey)
@@ -624,7 +626,90 @@ class TiktokenEstimator(CachingEstimator):
     def count_text(self, text: str) -> int:
         if not text:
             return 0
-        return len(self._encoding.encode_ordinary(text))
+        if len(text) <= TIKTOKEN_CHUNK:
+            return len(self._encoding.encode_ordinary(text))
+        # a long text in pieces cut where BPE cuts anyway: memory stays proportional to a
+        # piece (not a list of every token), and no piece holds the GIL for long
+        total = start = 0
+        n = len(text)
+        while start < n:
+            end = _piece_end(text, start, start + TIKTOKEN_CHUNK)
+            total += len(self._encoding.encode_ordinary(text[start:end]))
+            start = end
+        return total
+
+
+#: characters tiktoken encodes at a time
+TIKTOKEN_CHUNK = 1 << 16
+
+
+def _piece_end(text: str, start: int, limit: int) -> int:
+    """Where to cut ``text[start:]`` at or before ``limit`` without splitting a BPE
+    pre-token: right after a line break followed by a letter, before the space
+    between two letters (`` word``), or between punctuation and a digit; at
+    ``limit`` only when none is found."""
+    if limit >= len(text):
+        return len(text)
+    cut = limit
+    for _ in range(64):
+        brk = text.rfind("\n", start + 1, cut)
+        if brk < 0:
+            break
+        nxt, prev = text[brk + 1], text[brk - 1]
+        if nxt.isascii() and nxt.isalpha() and prev not in " \t\r\n":
+            return brk + 1
+        cut = brk
+    cut = limit
+    for _ in range(256):
+        space = text.rfind(" ", start + 1, cut)
+        if space < 0:
+            break
+        nxt, prev = text[space + 1], text[space - 1]
+        if nxt.isascii() and nxt.isalpha() and prev.isascii() and prev.isalpha():
+            return space
+        cut = space
+    for end in range(limit, max(start + 1, limit - 4096), -1):  # "...,|123": a digit run starts
+        nxt, prev = text[end], text[end - 1]
+        if nxt.isascii() and nxt.isdigit() and prev in ",;:=()[]{}<>|+*":
+            return end
+    return limit
+
+
+#: new text (characters) above which the async engine counts and trims off the event loop
+OFFLOAD_CHARS = 200_000
+
+
+def _message_chars(message: Message) -> int:
+    """About how many characters counting ``message`` reads (cheap: no JSON)."""
+    content = message.content
+    size = len(content) if isinstance(content, str) else 0
+    if not isinstance(content, str):
+        for part in content:
+            size += len(part.text) if part.text is not None else len(str(part.data))
+    for call in message.tool_calls:
+        size += sum(len(v) if isinstance(v, str) else 16 for v in call.args.values())
+    return size
+
+
+def uncounted_chars(
+    estimator: Estimator, messages: Sequence[Message], limit: int = OFFLOAD_CHARS
+) -> int:
+    """Characters of the newest messages whose count ``estimator`` has not cached yet.
+
+    Walks back from the end and stops at the first message already counted (a
+    history grows at its end) or once ``limit`` is reached, so it costs a few
+    dictionary lookups per call. An estimator without per-message caching
+    counts everything every time: then every message is new.
+    """
+    key = getattr(estimator, "cache_key", None)
+    total = 0
+    for message in reversed(messages):
+        if key is not None and key in message._cache:
+            break
+        total += _message_chars(message)
+        if total >= limit:
+            break
+    return total
 
 
 def default_estimator() -> CachingEstimator:

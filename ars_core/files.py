@@ -78,8 +78,19 @@ def decode_text(data: bytes) -> str:
 
 
 def text_sha256(text: str) -> str:
-    """The hex SHA-256 of ``text`` as ARS stores it (any ``str`` can be hashed)."""
-    return hashlib.sha256(encode_text(text)).hexdigest()
+    """The hex SHA-256 of ``text`` as ARS stores it (any ``str`` can be hashed).
+
+    Encoded and hashed a piece at a time (the same digest: UTF-8 encodes each code
+    point alone), so a large text costs no full-size copy and a worker thread
+    hashing it never holds the interpreter for long."""
+    digest = hashlib.sha256()
+    for start in range(0, len(text), HASH_PIECE):
+        digest.update(encode_text(text[start : start + HASH_PIECE]))
+    return digest.hexdigest()
+
+
+#: characters encoded and hashed at a time by :func:`text_sha256`
+HASH_PIECE = 1 << 20
 
 
 @runtime_checkable

@@ -26,6 +26,10 @@ F. ``retention``: the share of summarized views that keep at least 90% of the
    task statement, ARS and the peers with the same summarizer.
 G. ``budget``: ARS's summary input budget (T/2, T/4, T/8) against task
    retention, summary-call tokens and effective cost.
+H. ``estimator_kinds``: estimator speed and error per content kind, and the
+   approximate estimator's held-out fit report (``fit_approx.py``).
+I. ``loop_stall``: the largest event-loop stall while ``acall`` handles a new
+   10 MB tool result (a ticking coroutine measures it).
 
 The peers are used through their public constructors; nothing of theirs is
 copied.
@@ -56,8 +60,10 @@ from ars_core.replay import SAMPLE_DIR, load_runs  # noqa: E402
 from benchmarks import (  # noqa: E402
     budget,
     cache,
+    estimator_kinds,
     estimators,
     flatness,
+    loop_stall,
     overhead,
     retention,
     tokens,
@@ -73,6 +79,8 @@ SECTIONS: tuple[ModuleType, ...] = (
     cache,
     retention,
     budget,
+    estimator_kinds,
+    loop_stall,
 )
 
 

@@ -106,10 +106,12 @@ def test_report_has_every_section(smoke: tuple[str, dict[str, object], str]) -> 
         "## E. Prompt-cache cost",
         "## F. Task retention",
         "## G. Summary input budget",
+        "## H. Estimator speed and error per content kind",
+        "## I. Event loop stall",
     ):
         assert heading in report
-    # A, L2, B, B defaults, C errors, C speed, D, E, F, G
-    assert len(parse_tables(report)) == 10
+    # A, L2, B, B defaults, C errors, C speed, D, E, F, G, H kinds, H fit, I
+    assert len(parse_tables(report)) == 13
     assert set(raw) == {
         "per_call_ms",
         "l2_ms",
@@ -118,7 +120,28 @@ def test_report_has_every_section(smoke: tuple[str, dict[str, object], str]) -> 
         "cache",
         "retention",
         "budget",
+        "estimator_kinds",
+        "loop_stall",
     }
+
+
+def test_estimator_and_loop_stall_sections(smoke: tuple[str, dict[str, object], str]) -> None:
+    """H: one row per content kind, approx against o200k, and the held-out fit report;
+    I: acall and the blocking sync call, for both default estimators."""
+    report, raw, _ = smoke
+    kinds, fit, stall = parse_tables(report)[-3:]
+    assert {"agent messages", "tool outputs", "chinese", "python", "json", "hex"} <= {
+        row["kind"] for row in kinds
+    }
+    assert {"approx MB/s", "o200k MB/s", "approx error"} <= set(kinds[0])
+    assert any(row["measured on the held-out half"] == "worst run" for row in fit)
+    assert [(row["estimator"].split()[0], row["path"]) for row in stall] == [
+        ("o200k", "acall"),
+        ("o200k", "sync call on the loop"),
+        ("approx", "acall"),
+        ("approx", "sync call on the loop"),
+    ]
+    assert all(r["max_stall_ms"] > 0 for r in raw["loop_stall"])  # type: ignore[attr-defined]
 
 
 def test_overhead_table(smoke: tuple[str, dict[str, object], str]) -> None:

@@ -1,0 +1,98 @@
+"""The event loop is never blocked: ``acall`` counts large new content in a worker thread."""
+
+from __future__ import annotations
+
+import threading
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from ars_core import ApproxEstimator, Compressor, Message, TiktokenEstimator, read_messages
+from ars_core._tiktoken_offline import load_encoding
+from ars_core.estimate import OFFLOAD_CHARS, uncounted_chars
+from ars_core.testing import ScriptedModel
+
+from .helpers import assistant, call, small_config, tool, user
+
+
+class ThreadRecordingEstimator(ApproxEstimator):
+    """Records the thread each text of more than 1,000 characters was counted on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[int] = []
+
+    def count_text(self, text: str) -> int:
+        if len(text) > 1000:
+            self.threads.append(threading.get_ident())
+        return super().count_text(text)
+
+
+def big_result() -> list[Message]:
+    c = call("bash", "call_read_log", command="cat build.log")
+    return [user("read the log"), assistant("", c), tool(c, "line of log\n" * 60_000)]
+
+
+@pytest.mark.spec("R26")
+class TestLoopNeverBlocked:
+    @pytest.mark.anyio
+    async def test_large_new_content_is_counted_off_the_event_loop(self) -> None:
+        est = ThreadRecordingEstimator()
+        state = big_result()
+        assert uncounted_chars(est, state) >= OFFLOAD_CHARS
+        model = ScriptedModel(["done"])
+        out = await Compressor(small_config(), estimator=est).acall(state, model)
+        loop_thread = threading.get_ident()
+        assert est.threads and loop_thread not in est.threads
+        # L1 offloaded the result: the model saw the path and a preview, not 660 KB
+        assert len(model.calls[0][2].text) < 5_000 and out.level in ("L1", "L2")
+
+    @pytest.mark.anyio
+    async def test_small_new_content_stays_on_the_loop(self) -> None:
+        """Per-call work stays cheap: a short new message is counted in place."""
+        est = ThreadRecordingEstimator()
+        state = [user("x" * 2000)]
+        await Compressor(small_config(), estimator=est).acall(state, ScriptedModel())
+        assert est.threads == [threading.get_ident()]
+
+    @pytest.mark.anyio
+    async def test_acall_and_call_agree_on_offloaded_content(self) -> None:
+        sync_model, async_model = ScriptedModel(["a"]), ScriptedModel(["a"])
+        sync_out = Compressor(small_config(), estimator=ApproxEstimator()).call(
+            big_result(), sync_model
+        )
+        async_out = await Compressor(small_config(), estimator=ApproxEstimator()).acall(
+            big_result(), async_model
+        )
+        assert [m.text for m in sync_model.calls[0]] == [m.text for m in async_model.calls[0]]
+        assert sync_out.tokens_before == async_out.tokens_before
+
+    def test_uncounted_chars_stops_at_the_first_counted_message(self) -> None:
+        est = ApproxEstimator()
+        history = [user("a" * 100) for _ in range(50)]
+        est.count_history(history)
+        grown = [*history, user("b" * 300), user("c" * 200)]
+        assert uncounted_chars(est, grown) == 500
+        assert uncounted_chars(est, history) == 0
+
+
+@pytest.mark.spec("R3")
+def test_exact_count_of_long_texts_is_exact_and_memory_stays_proportional(
+    trajectories_dir: Path,
+) -> None:
+    """o200k counts a long text piece by piece (cut where BPE cuts anyway): the same
+    count as one encode, with a fraction of its memory."""
+    enc = load_encoding("o200k_base")
+    est = TiktokenEstimator("o200k_base")
+    for path in sorted(trajectories_dir.glob("*.jsonl.gz"))[::4]:
+        text = "\n".join(m.text for m in read_messages(path))
+        assert est.count_text(text) == len(enc.encode_ordinary(text))
+    big = "FAILED tests/test_io.py::test_case_17 - AssertionError: 0x1f != 0x2e\n" * 150_000
+    tracemalloc.start()
+    try:
+        est.count_text(big)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < len(big) // 2
