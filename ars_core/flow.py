@@ -456,10 +456,8 @@ def _new_event(
         else:
             log.error("ARS: summary rejected: %s", checked.error)
         prompt = s.config.summary_prompt
-        # our own fallback also leaves room for the kept messages: the view stays under T
-        room = min(limit, r.l2_threshold // 2)
-        fallback = ExtractiveSummarizer(summary_tokens=room).summarize(cleaned, prompt)
-        fallback_text = validate_summary(fallback, limit=room, estimator=s.estimator).text
+        fallback = ExtractiveSummarizer(summary_tokens=limit).summarize(cleaned, prompt)
+        fallback_text = validate_summary(fallback, limit=limit, estimator=s.estimator).text
         message = build_summary_message(
             None,
             cutoff=cut.global_,
