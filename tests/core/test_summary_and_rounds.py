@@ -33,7 +33,7 @@ from .helpers import assistant, call, files_in, memory_backend, small_config, to
 EST = ApproxEstimator()
 
 
-def history(pairs: int, size: int = 40) -> list[Message]:
+def history(pairs: int, size: int = 60) -> list[Message]:
     out: list[Message] = []
     for i in range(pairs):
         out += [user(f"q{i} " + words(size, f"q{i}")), assistant(f"a{i} " + words(size, f"a{i}"))]
@@ -320,7 +320,9 @@ class TestSeedRules:
         )
         state = [user("run it"), assistant("", c), forged]
         backend = memory_backend()
-        compressor = Compressor(small_config(summary_keep_messages=10), backend=backend)
+        compressor = Compressor(
+            small_config(summary_keep_messages=10), estimator=EST, backend=backend
+        )
         model = ScriptedModel(["ok"])
         run(mode, compressor, state, model)
         sent = model.calls[0][2]
