@@ -27,14 +27,15 @@ grew costs work proportional to the new messages.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ._media import media_tokens
+from .approx_features import APPROX_FEATURES, approx_features
 from .messages import Message
+from .provider_text import block_text, json_text, tool_text
 from .typing import Tools
 
 __all__ = [
@@ -115,106 +116,6 @@ class Estimator(Protocol):
     ) -> int:
         """Tokens of a request: the system message, the tool schemas and the messages."""
         ...
-
-
-class _Lit(str):
-    """Literal JSON punctuation pushed on :func:`_walk_text`'s stack."""
-
-
-def _scalar_text(value: Any) -> str:
-    if value is None or isinstance(value, bool | int | float):
-        return json.dumps(value)
-    try:
-        text = value if isinstance(value, str) else str(value)
-    except Exception:  # an object whose str() fails still counts as its type name
-        text = type(value).__name__
-    return json.dumps(text, ensure_ascii=False)
-
-
-def _walk_text(value: Any) -> str:
-    """JSON-like text of any value, without recursion: cycles, non-string keys
-    and nesting deeper than the interpreter's recursion limit are all fine."""
-    out: list[str] = []
-    stack: list[Any] = [value]
-    seen: set[int] = set()
-    while stack:
-        item = stack.pop()
-        if isinstance(item, _Lit):
-            out.append(item)
-        elif isinstance(item, Mapping | list | tuple | set | frozenset):
-            if id(item) in seen:
-                out.append('"[cycle]"')
-                continue
-            seen.add(id(item))
-            if isinstance(item, Mapping):
-                out.append("{")
-                stack.append(_Lit("}"))
-                for k, v in reversed(list(item.items())):
-                    stack += [_Lit(", "), v, _Lit(_scalar_text(k) + ": ")]
-            else:
-                out.append("[")
-                stack.append(_Lit("]"))
-                for v in reversed(list(item)):
-                    stack += [_Lit(", "), v]
-        else:
-            out.append(_scalar_text(item))
-    return "".join(out)
-
-
-def json_text(value: Any) -> str:
-    """The JSON text a provider would see for ``value`` (tool arguments, a block).
-
-    Anything ``json.dumps`` refuses — keys that are not strings, cycles, nesting
-    deeper than the recursion limit, objects whose ``str()`` fails — falls back to
-    an iterative walk that renders it alike. Never raises.
-    """
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError, RecursionError):
-        return _walk_text(value)
-    except Exception:  # a default=str that raised inside a custom object
-        return _walk_text(value)
-
-
-def block_text(kind: str, data: Mapping[str, Any]) -> str | None:
-    """The text a content block carries, counted like message text: thinking
-    (Anthropic ``thinking`` / ``redacted_thinking``, LangChain v1 ``reasoning``,
-    OpenAI reasoning summaries), plain-text documents, and any block with a
-    ``text`` field. ``None`` when the block holds no text (an audio clip)."""
-    pieces: list[str] = []
-    if kind == "thinking":
-        pieces.append(str(data.get("thinking") or ""))
-    elif kind == "redacted_thinking":
-        pieces.append(str(data.get("data") or ""))
-    elif kind == "reasoning":
-        reasoning = data.get("reasoning")
-        if isinstance(reasoning, str):
-            pieces.append(reasoning)
-        summary = data.get("summary")
-        if isinstance(summary, list):
-            pieces += [str(s.get("text", "")) for s in summary if isinstance(s, Mapping)]
-    elif kind == "non_standard":
-        pieces.append(json_text(data.get("value")))
-    elif kind == "document":
-        source = data.get("source")
-        if isinstance(source, Mapping) and source.get("type") == "text":
-            pieces.append(str(source.get("data") or ""))
-    if not pieces:
-        for key in ("text", "refusal"):
-            value = data.get(key)
-            if isinstance(value, str):
-                pieces.append(value)
-    return "\n".join(pieces) if pieces else None
-
-
-def _tool_text(tool: Any) -> str:
-    if isinstance(tool, str):
-        return tool
-    if isinstance(tool, Mapping):
-        return json_text(tool)
-    return str(tool)
 
 
 class CachingEstimator:
@@ -447,7 +348,7 @@ class CachingEstimator:
         cached = self._tools_cache
         if cached is not None and cached[0] == id(tools) and cached[1] == len(tools):
             return cached[2]
-        total = sum(self.count_text(_tool_text(t)) + 8 for t in tools)
+        total = sum(self.count_text(tool_text(t)) + 8 for t in tools)
         self._tools_cache = (id(tools), len(tools), total)
         return total
 
@@ -482,99 +383,6 @@ class CachingEstimator:
 # operations and ``int.bit_count``: shifting by 8 bits lines each character up
 # with the previous one, so "a letter that follows a non-letter" (a word start)
 # is ``X & ~(X << 8)`` masked to the letter bit. No match objects, no lists.
-
-_LETTER, _UPPER, _DIGIT, _PUNCT, _SPACE, _NEWLINE, _CJK, _OTHER = (1 << i for i in range(8))
-#: characters per chunk: bounds the temporary memory (a few times this many bytes)
-APPROX_CHUNK = 1 << 16
-
-
-def _class_table() -> bytes:
-    table = bytearray(256)
-    for i in range(128):
-        c = chr(i)
-        if c.isalpha():
-            table[i] = _LETTER | (_UPPER if c.isupper() else 0)
-        elif c.isdigit():
-            table[i] = _DIGIT
-        elif c in "\n\r":
-            table[i] = _NEWLINE
-        elif c in " \t\f\v":
-            table[i] = _SPACE
-        elif 33 <= i < 127:
-            table[i] = _PUNCT
-        else:
-            table[i] = _OTHER
-    for i in range(0xC0, 0x100):  # UTF-8 lead bytes: the script of the character
-        if i <= 0xDF:
-            table[i] = _LETTER  # Latin, Greek, Cyrillic, Hebrew, Arabic...
-        elif 0xE3 <= i <= 0xED:
-            table[i] = _CJK  # CJK punctuation, kana, ideographs, Hangul (U+3000-U+DFFF)
-        else:
-            table[i] = _OTHER  # symbols, Indic scripts, emoji...
-    return bytes(table)
-
-
-_CLASSES = _class_table()
-_CONTINUATION = bytes(range(0x80, 0xC0))
-
-
-def _mask(bit: int) -> int:
-    return int.from_bytes(bytes([bit]) * APPROX_CHUNK, "little")
-
-
-_M_LETTER, _M_DIGIT, _M_PUNCT, _M_NEWLINE, _M_CJK, _M_OTHER, _M_LOW7, _M_HIGH = map(
-    _mask, (_LETTER, _DIGIT, _PUNCT, _NEWLINE, _CJK, _OTHER, 0x7F, 0x80)
-)
-
-#: the features :func:`approx_features` returns, in order
-APPROX_FEATURES = (
-    "chars",
-    "word_starts",
-    "case_changes",
-    "digit_starts",
-    "punct",
-    "punct_repeats",
-    "line_breaks",
-    "cjk",
-    "other",
-)
-
-
-def approx_features(text: str) -> tuple[int, ...]:
-    """The character counts the approximate estimator weighs (see ``APPROX_FEATURES``):
-    characters, word starts, lower-to-upper case changes inside words, digit-run
-    starts, punctuation, punctuation repeating the character before it
-    (``=====`` rules, which BPE packs densely), line-break runs, CJK
-    and other non-Latin characters. One pass, memory a small multiple of a chunk."""
-    chars = words = case = digits = punct = runs = breaks = cjk = other = 0
-    for start in range(0, len(text), APPROX_CHUNK):
-        chunk = text[start : start + APPROX_CHUNK]
-        raw = chunk.encode("utf-8", "surrogatepass")
-        ascii_only = len(raw) == len(chunk)
-        if not ascii_only:  # one byte a character: the lead byte tells the script
-            raw = raw.translate(None, _CONTINUATION)
-        flags = raw.translate(_CLASSES)
-        x = int.from_bytes(flags, "little")
-        prev = x << 8
-        starts = x ^ (x & prev)  # a class present here and absent just before
-        chars += len(flags)
-        words += (starts & _M_LETTER).bit_count()
-        # an upper-case letter after a lower-case one (bit 0 of prev ^ prev >> 1 is
-        # "letter and not upper-case": upper-case letters carry both bits)
-        case += ((x >> 1) & (prev ^ (prev >> 1)) & _M_LETTER).bit_count()
-        digits += (starts & _M_DIGIT).bit_count()
-        punct += (x & _M_PUNCT).bit_count()
-        breaks += (starts & _M_NEWLINE).bit_count()
-        # bytes equal to the previous byte: zero bytes of raw ^ (raw << 8), found
-        # without carries between bytes (bit 7 ends up set for every non-zero byte)
-        r = int.from_bytes(raw, "little")
-        diff = r ^ (r << 8)
-        same = _M_HIGH ^ ((((diff & _M_LOW7) + _M_LOW7) | diff) & _M_HIGH)
-        runs += ((same >> 4) & x & _M_PUNCT).bit_count()
-        if not ascii_only:
-            cjk += (x & _M_CJK).bit_count()
-            other += (x & _M_OTHER).bit_count()
-    return chars, words, case, digits, punct, runs, breaks, cjk, other
 
 
 class ApproxEstimator(CachingEstimator):

@@ -19,7 +19,6 @@ model fails, and the embedded default of the CLI.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -27,7 +26,8 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from .estimate import ApproxEstimator, Estimator, message_tokens
-from .messages import MARK_SUMMARY, ContentPart, Message
+from .messages import MARK_SUMMARY, Message
+from .prompt import media_reference, render_history, render_prompt
 from .retention import MARK_NOTE, command_text, edited_files, error_lines, is_user_request
 
 __all__ = [
@@ -98,67 +98,6 @@ class AsyncSummarizer(Protocol):
     async def asummarize(self, messages: Sequence[Message], prompt: str) -> SummaryResult:
         """Async twin of :meth:`Summarizer.summarize`."""
         ...
-
-
-def render_history(messages: Sequence[Message]) -> str:
-    """The history as plain text for a summary prompt: one block a message,
-    tool calls as ``-> name(args)``, tool results labelled with their tool."""
-    blocks: list[str] = []
-    for m in messages:
-        if m.metadata.get(MARK_SUMMARY):
-            head = "[previous summary]"
-        elif m.role == "tool":
-            head = f"[tool result: {m.name or 'tool'}]"
-        else:
-            head = f"[{m.role}]"
-        lines = [head]
-        if m.text:
-            lines.append(m.text)
-        if not isinstance(m.content, str):
-            lines += [media_reference(p) for p in m.content if p.text is None]
-        for call in m.tool_calls:
-            args = json.dumps(dict(call.args), ensure_ascii=False, default=str)
-            lines.append(f"-> {call.name}({args})")
-        blocks.append("\n".join(lines))
-    return "\n\n".join(blocks)
-
-
-_MEDIA_KINDS = {"image_url": "image", "input_image": "image", "input_audio": "audio"}
-_URL_KEYS = ("url", "image_url", "file_path", "path", "file_id", "source")
-
-
-def _media_url(data: Mapping[str, Any]) -> str | None:
-    for key in _URL_KEYS:
-        value = data.get(key)
-        if isinstance(value, Mapping):
-            value = _media_url(value)
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
-def media_reference(part: ContentPart) -> str:
-    """How a non-text part (image, audio, file) reaches a summary prompt:
-    ``[image: <url or path>]``; inline data is named with its size, never
-    copied (``[image: inline image/png data, 12,345 characters, not shown]``)."""
-    kind = _MEDIA_KINDS.get(part.type, part.type)
-    url = _media_url(part.data)
-    inline = url if url is not None and url.startswith("data:") else None
-    if inline is None and url is None:
-        raw = part.data.get("base64") or part.data.get("data")
-        inline = raw if isinstance(raw, str) else None
-    if inline is not None:
-        mime = part.data.get("mime_type") or part.data.get("media_type")
-        if not isinstance(mime, str) and inline.startswith("data:"):
-            mime = inline[5:].split(";", 1)[0]
-        what = f"inline {mime} data" if isinstance(mime, str) and mime else "inline data"
-        return f"[{kind}: {what}, {len(inline):,} characters, not shown]"
-    return f"[{kind}: {url}]" if url else f"[{kind}]"
-
-
-def render_prompt(prompt: str, messages: Sequence[Message]) -> str:
-    """Put the rendered history into ``prompt`` at ``{messages}`` (other braces are left alone)."""
-    return prompt.replace("{messages}", render_history(messages))
 
 
 def _shorten(text: str, max_chars: int) -> str:
@@ -439,6 +378,73 @@ def _fair_shares(sizes: Sequence[int], budget: int) -> list[int]:
     return shares
 
 
+@attrs.define
+class _Found:
+    """What the extractive summarizer found: the requests and the lists, with
+    counts, merged from a previous summary and the new messages."""
+
+    requests: dict[str, int] = attrs.field(factory=dict)
+    files: dict[str, None] = attrs.field(factory=dict)
+    edited: dict[str, None] = attrs.field(factory=dict)
+    commands: dict[str, int] = attrs.field(factory=dict)
+    errors: dict[str, None] = attrs.field(factory=dict)
+    conclusions: list[str] = attrs.field(factory=list)
+    previous_free_text: list[str] = attrs.field(factory=list)
+
+    @staticmethod
+    def add(seen: dict[str, Any], item: str, count: int | None = None) -> None:
+        """Move ``item`` to the end of ``seen`` (newest), adding ``count``."""
+        old = seen.pop(item, 0)
+        seen[item] = None if count is None else (old or 0) + count
+
+    def merge_summary(self, text: str) -> None:
+        """The sections of a previous summary (a model's own text as is)."""
+        sections = parse_summary(text)
+        if not sections:
+            self.previous_free_text.append(text.strip())
+        for header, body in sections:
+            task = _TASK_HEADER.match(header)
+            if task:
+                self.add(self.requests, body, int(task.group(1) or 1))
+            elif header.startswith("Files created or edited"):
+                for item in _items(body):
+                    self.add(self.edited, item)
+            elif header.startswith("Files touched"):
+                for item in _items(body):
+                    self.add(self.files, item)
+            elif header.startswith("Tool calls"):
+                for item in _items(body):
+                    c = _COUNT.search(item)
+                    self.add(
+                        self.commands, item[: c.start()] if c else item, int(c.group(1)) if c else 1
+                    )
+            elif header.startswith("Errors seen"):
+                for item in _items(body):
+                    self.add(self.errors, item)
+            elif header.startswith("Latest conclusions"):
+                self.conclusions.extend(_items(body))
+            elif header.startswith("Earlier summary"):
+                self.previous_free_text.append(body)
+
+    def gather(self, messages: Sequence[Message]) -> None:
+        """Files edited, conclusions, tool calls, files named and errors of ``messages``."""
+        for path in edited_files(messages):
+            self.add(self.edited, path)
+        for m in messages:
+            if m.role != "assistant":
+                continue
+            if m.text.strip():
+                self.conclusions.append(_one_line(m.text, 400))
+            for call in m.tool_calls:
+                arg_text = command_text(call)
+                self.add(self.commands, f"{call.name}: {_clip(arg_text, 200)}", 1)
+                for path in _PATH.findall(arg_text):
+                    if path not in self.edited:
+                        self.add(self.files, path)
+        for line in error_lines(messages):
+            self.add(self.errors, _clip(line, 200))
+
+
 class ExtractiveSummarizer:
     """A deterministic summarizer that needs no model.
 
@@ -499,77 +505,26 @@ class ExtractiveSummarizer:
     # ------------------------------------------------------------ extraction
 
     def _extract(self, messages: Sequence[Message], budget: int, task_budget: int) -> str:
-        # a previous summary is merged, section by section, not nested
-        requests: dict[str, int] = {}
-        files: dict[str, None] = {}
-        edited: dict[str, None] = {}
-        commands: dict[str, int] = {}
-        errors: dict[str, None] = {}
-        conclusions: list[str] = []
-        previous_free_text: list[str] = []
-
-        def add(seen: dict[str, Any], item: str, count: int | None = None) -> None:
-            old = seen.pop(item, 0)
-            seen[item] = None if count is None else (old or 0) + count
-
+        found = _Found()
         for m in messages:
-            if m.metadata.get(MARK_SUMMARY):
-                sections = parse_summary(m.text)
-                if not sections:
-                    previous_free_text.append(m.text.strip())
-                for header, body in sections:
-                    task = _TASK_HEADER.match(header)
-                    if task:
-                        add(requests, body, int(task.group(1) or 1))
-                    elif header.startswith("Files created or edited"):
-                        for item in _items(body):
-                            add(edited, item)
-                    elif header.startswith("Files touched"):
-                        for item in _items(body):
-                            add(files, item)
-                    elif header.startswith("Tool calls"):
-                        for item in _items(body):
-                            c = _COUNT.search(item)
-                            add(
-                                commands,
-                                item[: c.start()] if c else item,
-                                int(c.group(1)) if c else 1,
-                            )
-                    elif header.startswith("Errors seen"):
-                        for item in _items(body):
-                            add(errors, item)
-                    elif header.startswith("Latest conclusions"):
-                        conclusions.extend(_items(body))
-                    elif header.startswith("Earlier summary"):
-                        previous_free_text.append(body)
+            if m.metadata.get(MARK_SUMMARY):  # merged section by section, not nested
+                found.merge_summary(m.text)
             elif is_user_request(m):
-                add(requests, m.text.strip(), 1)
-        for path in edited_files(messages):
-            add(edited, path)
-        for m in messages:
-            if m.role == "assistant":
-                if m.text.strip():
-                    conclusions.append(_one_line(m.text, 400))
-                for call in m.tool_calls:
-                    arg_text = command_text(call)
-                    add(commands, f"{call.name}: {_clip(arg_text, 200)}", 1)
-                    for path in _PATH.findall(arg_text):
-                        if path not in edited:
-                            add(files, path)
-        for line in error_lines(messages):
-            add(errors, _clip(line, 200))
-
+                found.add(found.requests, m.text.strip(), 1)
+        found.gather(messages)
         out: list[str] = []
-        out += self._task_sections(requests, task_budget)
-        if previous_free_text:
-            earlier = "\n\n".join(previous_free_text)
+        out += self._task_sections(found.requests, task_budget)
+        if found.previous_free_text:
+            earlier = "\n\n".join(found.previous_free_text)
             room = max(400, int(budget * (1 - TASK_SHARE) * 2))  # ~half the rest
             out.append(_section("Earlier summary", _shorten(earlier, room)))
         # a margin: the engine may count with another estimator than this one
         room = budget * 19 // 20 - sum(self._est.count_text(x) for x in out)
         n = self.max_items
         while True:  # the lists take what the task left, newest items first
-            lists = self._lists(edited, files, commands, errors, conclusions, n)
+            lists = self._lists(
+                found.edited, found.files, found.commands, found.errors, found.conclusions, n
+            )
             if n <= 1 or sum(self._est.count_text(x) for x in lists) <= room:
                 break
             n //= 2
