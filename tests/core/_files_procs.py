@@ -70,7 +70,9 @@ def _slow(fs: Any) -> Any:
 
         class SlowAsync(Slow):
             async def _pipe_file(self, path: str, data: bytes, **kwargs: Any) -> Any:
-                await asyncio.sleep(0.01 * (len(data) // PIECE))  # a slow upload
+                # a slow upload: long enough that the test's kill, 1.5 s after
+                # "writing", always lands during it however fast the counting was
+                await asyncio.sleep(max(8.0, 0.01 * (len(data) // PIECE)))
                 return await super()._pipe_file(path, data, **kwargs)
 
         return SlowAsync(**fs.storage_options)
