@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import signal
@@ -27,6 +28,16 @@ from tests.servers import LOCALHOST, free_port, unavailable
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "langgraph_server"
+
+
+@pytest.fixture(autouse=True)
+def _collect_clients_between_tests() -> Iterator[None]:
+    """Provider clients a test leaves open are garbage-collected here, outside any
+    running event loop. Collected inside the next test's loop instead, an OpenAI
+    async client schedules its close on that loop, for connections of a loop that
+    is already closed, and that test fails with "Event loop is closed"."""
+    yield
+    gc.collect()
 
 
 @dataclass
