@@ -43,6 +43,7 @@ from .events import (
     apply_sent_forms,
     check_event,
     effective_messages,
+    message_key,
     sent_forms_of,
     to_global_cutoff,
 )
@@ -395,6 +396,10 @@ def _level2(r: _Round, l1: _L1View, cut: _Cut) -> Flow:
     if r.settings.stable_views:
         forms = sent_forms_of(r.raw[cut.local :], sent.view[1:])
         new_event = attrs.evolve(new_event, sent_forms=forms)
+    for index, trimmed in sent.replaced:  # the first kept message is persisted trimmed:
+        if index == cut.global_ and new_event.anchor is not None:  # anchor to that form
+            anchor = attrs.evolve(new_event.anchor, next=message_key(trimmed))
+            new_event = attrs.evolve(new_event, anchor=anchor)
     update = StateUpdate(event=new_event, replaced=sent.replaced)
     return r.outcome(result, sent.view, "L2", sent.tokens, update)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -24,7 +25,8 @@ from ars_core import (
     message_to_dict,
     read_history,
 )
-from ars_core.testing import FakeSummarizer, ScriptedModel
+from ars_core.engine import CallOutcome
+from ars_core.testing import FakeSummarizer, ScriptedModel, capture_events
 
 from .helpers import memory_backend, small_config
 
@@ -167,3 +169,40 @@ def test_a_kept_message_edited_by_id_goes_out_as_edited() -> None:
     l2_view, next_view, _ = _after_l2_round(stable_views=True, edit={"t1": redacted})
     assert next(m for m in l2_view if m.id == "t1").text.startswith("[ARS: tool result")
     assert next(m for m in next_view if m.id == "t1").text == "REDACTED"
+
+
+def _forced_trim_of_the_first_kept_message() -> tuple[Compressor, list[Message], CallOutcome]:
+    config = small_config(summary_keep_messages=1, summary_tool_result_token_limit=100)
+    state = []
+    for i in range(4):  # no ids: OpenAI dicts and LlamaIndex messages have none
+        state.append(Message(role="user", content=f"q{i} " + "word " * 60))
+        state.append(Message(role="assistant", content=f"a{i} " + "reply " * 60))
+    state.append(Message(role="user", content="final " + "long paste line " * 400))
+    compressor = Compressor(config, estimator="approx")
+    return compressor, state, compressor.compact(state, force=True, summarizer=FakeSummarizer())
+
+
+@pytest.mark.spec("R43", "R51")
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_summary_whose_first_kept_message_was_trimmed_survives_the_next_call(
+    mode: str,
+) -> None:
+    """A forced round persists the first kept message trimmed (an id-less
+    history); the event is anchored to that trimmed form, so the next call keeps
+    the summary instead of dropping it and sending the whole history again."""
+    compressor, state, outcome = _forced_trim_of_the_first_kept_message()
+    assert outcome.update is not None and outcome.update.event is not None
+    event = outcome.update.event
+    assert [i for i, _ in outcome.update.replaced] == [event.cutoff]
+    for i, message in outcome.update.replaced:
+        state[i] = message
+    state.append(Message(role="assistant", content="ok"))
+    with capture_events() as captured:
+        if mode == "sync":
+            after = compressor.compact(state, event=event, summarizer=FakeSummarizer())
+        else:
+            after = anyio.run(
+                lambda: compressor.acompact(state, event=event, summarizer=FakeSummarizer())
+            )
+    assert captured.events == []
+    assert after.view == [event.summary_message, *state[event.cutoff :]]
