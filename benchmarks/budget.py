@@ -22,7 +22,7 @@ from ars_core.replay import Run, replay_messages
 from ars_core.retention import TASK_KEPT, task_retention, task_statement
 
 from .cache import CacheStats, _Prefix
-from .common import Context, table
+from .common import Context, per_threshold, table
 from .tokens import MeteredExtractive, O200k, TokenStats
 
 KEY = "G"
@@ -83,17 +83,14 @@ def _row(runs: Sequence[Run], k: float, keep: int, base: O200k) -> dict[int, Bud
 
 
 def measure(ctx: Context) -> dict[str, Any]:
-    args = ctx.args
-    thresholds = [float(s) for s in args.thresholds.split(",") if s.strip()]
-    runs = ctx.runs_by_size[: args.token_runs]
     base = O200k()
-    result = {k: _row(runs, k, args.keep, base) for k in thresholds}
-    for k, row in result.items():
-        ctx.log(
-            f"  budget at {k:g}K: "
-            + ", ".join(f"T/{d} kept {100 * s.kept_share:.0f}%" for d, s in row.items())
+
+    def describe(row: dict[int, BudgetStats]) -> str:
+        return "budget " + ", ".join(
+            f"T/{d} kept {100 * s.kept_share:.0f}%" for d, s in row.items()
         )
-    return {"thresholds": thresholds, "table": result, "runs": len(runs), "keep": args.keep}
+
+    return per_threshold(ctx, lambda runs, k: _row(runs, k, ctx.args.keep, base), describe)
 
 
 HEADER = [

@@ -27,7 +27,7 @@ from ars_core import FsspecBackend, Message, SummaryConfig
 from ars_core.engine import CallOutcome
 from ars_core.replay import Run, replay_messages
 
-from .common import LC, Context, table
+from .common import LC, Context, per_threshold, table
 from .tokens import MeteredExtractive, O200k, TokenStats, policy_replay
 
 KEY = "E"
@@ -162,19 +162,17 @@ def _row(
 
 
 def measure(ctx: Context) -> dict[str, Any]:
-    args = ctx.args
-    thresholds = [float(s) for s in args.thresholds.split(",") if s.strip()]
-    runs = ctx.runs_by_size[: args.token_runs]
     base, lc = O200k(), LC()
-    result: dict[float, dict[str, CacheStats]] = {}
-    for k in thresholds:
-        row = result[k] = _row(runs, k, args.keep, base, lc, ctx.tmp)
+
+    def describe(row: dict[str, CacheStats]) -> str:
         none = row["no compression"].effective or 1
-        ctx.log(
-            f"  cache cost at {k:g}K: "
-            + ", ".join(f"{n} {100 * s.effective / none:.0f}%" for n, s in row.items())
+        return "cache cost " + ", ".join(
+            f"{n} {100 * s.effective / none:.0f}%" for n, s in row.items()
         )
-    return {"thresholds": thresholds, "table": result, "runs": len(runs), "keep": args.keep}
+
+    return per_threshold(
+        ctx, lambda runs, k: _row(runs, k, ctx.args.keep, base, lc, ctx.tmp), describe
+    )
 
 
 HEADER = [

@@ -40,6 +40,23 @@ class Context:
 # ================================================================== histories
 
 
+def per_threshold(
+    ctx: Context,
+    row: Callable[[Sequence[Run], float], dict[Any, Any]],
+    describe: Callable[[dict[Any, Any]], str],
+) -> dict[str, Any]:
+    """A section measured over the largest runs at every threshold of
+    ``--thresholds``: ``row(runs, k)`` for each ``k``, logged with ``describe``."""
+    args = ctx.args
+    thresholds = [float(s) for s in args.thresholds.split(",") if s.strip()]
+    runs = ctx.runs_by_size[: args.token_runs]
+    table: dict[float, dict[Any, Any]] = {}
+    for k in thresholds:
+        table[k] = row(runs, k)
+        ctx.log(f"  at {k:g}K: {describe(table[k])}")
+    return {"thresholds": thresholds, "table": table, "runs": len(runs), "keep": args.keep}
+
+
 def split_system(run: Run) -> tuple[Message | None, list[Message]]:
     msgs = list(run.messages)
     if msgs and msgs[0].role == "system":

@@ -20,7 +20,7 @@ from ars_core import Message
 from ars_core.replay import Run
 from ars_core.retention import TASK_KEPT, task_retention, task_statement
 
-from .common import LC, Context, split_system, table
+from .common import LC, Context, per_threshold, split_system, table
 from .tokens import O200k, TokenStats, policy_replay
 
 KEY = "F"
@@ -92,18 +92,14 @@ def _row(
 
 
 def measure(ctx: Context) -> dict[str, Any]:
-    args = ctx.args
-    thresholds = [float(s) for s in args.thresholds.split(",") if s.strip()]
-    runs = ctx.runs_by_size[: args.token_runs]
     base, lc = O200k(), LC()
-    result: dict[float, dict[str, RetentionStats]] = {}
-    for k in thresholds:
-        row = result[k] = _row(runs, k, args.keep, base, lc, ctx.tmp)
-        ctx.log(
-            f"  task kept at {k:g}K: "
-            + ", ".join(f"{n} {s.kept}/{s.views}" for n, s in row.items())
-        )
-    return {"thresholds": thresholds, "table": result, "runs": len(runs), "keep": args.keep}
+
+    def describe(row: dict[str, RetentionStats]) -> str:
+        return "task kept " + ", ".join(f"{n} {s.kept}/{s.views}" for n, s in row.items())
+
+    return per_threshold(
+        ctx, lambda runs, k: _row(runs, k, ctx.args.keep, base, lc, ctx.tmp), describe
+    )
 
 
 def render(ctx: Context, data: dict[str, Any]) -> list[str]:
