@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -15,3 +17,20 @@ def repo_env() -> dict[str, str]:
         os.pathsep
     )
     return env
+
+
+def run_script(
+    code: str, folder: Path, name: str = "snippet.py"
+) -> subprocess.CompletedProcess[str]:
+    """Write ``code`` to ``folder/name`` and run it in a fresh Python process
+    (the repository importable, ``folder`` the working directory)."""
+    script = folder / name
+    script.write_text(code, encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, str(script)],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=repo_env(),
+    )

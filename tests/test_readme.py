@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.procs import run_script
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,16 +29,7 @@ def test_readme_quick_start_runs_verbatim_and_prints_what_it_shows(tmp_path: Pat
     blocks = section_blocks("Quick start: the core in any agent runtime")
     code = next(c for lang, c in blocks if lang == "python")  # the core's, before the adapters'
     shown = next(c for lang, c in blocks if lang == "text")
-    script = tmp_path / "quickstart.py"
-    script.write_text(code, encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+    proc = run_script(code, tmp_path, "quickstart.py")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.splitlines()
     expected = shown.splitlines()
@@ -60,16 +50,7 @@ def test_readme_capture_events_example_runs_verbatim(tmp_path: Path) -> None:
     assertion is the oracle) in a fresh process."""
     (code,) = [c for lang, c in section_blocks("Testing your agent") if lang == "python"]
     assert "capture_events()" in code and "assert captured.phases" in code
-    script = tmp_path / "capture.py"
-    script.write_text(code, encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+    proc = run_script(code, tmp_path, "capture.py")
     assert proc.returncode == 0, proc.stderr
 
 
