@@ -415,7 +415,12 @@ class ApproxEstimator(CachingEstimator):
     def count_text(self, text: str) -> int:
         if not text:
             return 0
-        total = sum(w * f for w, f in zip(self.WEIGHTS, approx_features(text), strict=True))
+        c, wd, cs, dg, p, rn, br, cj, ot = approx_features(text)
+        w = self.WEIGHTS
+        total = (
+            w[0] * c + w[1] * wd + w[2] * cs + w[3] * dg + w[4] * p
+            + w[5] * rn + w[6] * br + w[7] * cj + w[8] * ot
+        )  # fmt: skip
         return max(1, round(total))
 
 

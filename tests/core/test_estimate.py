@@ -23,6 +23,7 @@ from ars_core import (
     read_messages,
 )
 from ars_core._tiktoken_offline import load_encoding
+from ars_core.approx_features import APPROX_CHUNK, APPROX_FEATURES, approx_features
 
 pytestmark = pytest.mark.spec("R3")
 
@@ -386,8 +387,65 @@ class TestContentBlocks:
 # ------------------------------------------------------------------ the approximate estimator
 
 
+def char_class(c: str) -> str:
+    """The class the approximate estimator reads for one character (by code point)."""
+    cp = ord(c)
+    if cp < 128:
+        if c.isalpha():
+            return "upper" if c.isupper() else "lower"
+        if c.isdigit():
+            return "digit"
+        if c in "\n\r":
+            return "newline"
+        if c in " \t\f\v":
+            return "space"
+        return "punct" if 33 <= cp < 127 else "other"
+    if cp < 0x800:
+        return "lower"  # two-byte scripts: Latin, Greek, Cyrillic, Hebrew, Arabic...
+    if 0x3000 <= cp <= 0xDFFF:
+        return "cjk"  # CJK punctuation, kana, ideographs, Hangul (and lone surrogates)
+    return "other"
+
+
+def features_one_by_one(text: str) -> tuple[int, ...]:
+    """``approx_features`` read one character at a time (each chunk on its own)."""
+    counts = dict.fromkeys(APPROX_FEATURES, 0)
+    for start in range(0, len(text), APPROX_CHUNK):
+        chunk = text[start : start + APPROX_CHUNK]
+        before, prev_char = "none", ""
+        for c in chunk:
+            k = char_class(c)
+            letter, was_letter = k in ("upper", "lower"), before in ("upper", "lower")
+            counts["chars"] += 1
+            counts["word_starts"] += letter and not was_letter
+            counts["case_changes"] += k == "upper" and before == "lower"
+            counts["digit_starts"] += k == "digit" and before != "digit"
+            counts["punct"] += k == "punct"
+            counts["punct_repeats"] += k == "punct" and c == prev_char
+            counts["line_breaks"] += k == "newline" and before != "newline"
+            counts["cjk"] += k == "cjk"
+            counts["other"] += k == "other"
+            before, prev_char = k, c
+    return tuple(counts.values())
+
+
 @pytest.mark.spec("R3", "R57")
 class TestApproxRebuilt:
+    def test_features_are_what_a_character_by_character_reading_finds(
+        self, trajectories_dir: Path
+    ) -> None:
+        """The bit tricks of the one-pass reading count exactly what reading the text
+        one character at a time counts: on agent messages, on random text mixing every
+        class (case changes, digit runs, repeated punctuation, CRLF, CJK, emoji, a lone
+        surrogate) and across a chunk boundary."""
+        rnd = random.Random(11)
+        alphabet = ["a", "Z", "7", "=", "-", "==", "\n", "\r\n", " ", "\t", "中", "é", "😀", "\x00"]
+        texts = [m.text for m in read_messages(trajectories_dir / "django__django-11133.jsonl.gz")]
+        texts += ["".join(rnd.choices(alphabet, k=rnd.randint(0, 400))) for _ in range(300)]
+        texts += ["a\ud800B", "=" * 1000, "aB" * (APPROX_CHUNK // 2 + 3), "é=" * APPROX_CHUNK]
+        for text in texts:
+            assert approx_features(text) == features_one_by_one(text), text[:80]
+
     def test_long_punctuation_runs_hex_and_base64_track_o200k(self) -> None:
         enc = load_encoding("o200k_base")
         rnd = random.Random(7)
