@@ -6,7 +6,8 @@ with ``yield from``, as httpx writes its auth flows::
     flow ............... measure: system + tools + effective messages
      |- dropped_notice .... the stored event no longer matches: say so
      |- below_threshold ... effective messages fit: call the model, done
-     |- level1 ............ L1 on a copy: offload big tool results, truncate big args
+     |- level1 ............ L1 on a copy: offload big tool results (and user messages
+     |                      above T), truncate big args
      |- after_l1
          |- L1 view fits the L2 threshold: call the model, done
          |- no valid cutoff: l1_fallback (send the L1 view)
@@ -47,7 +48,7 @@ from .events import (
     sent_forms_of,
     to_global_cutoff,
 )
-from .l1 import plan_l1
+from .l1 import offload_oversized_user_messages, plan_l1
 from .l2 import (
     build_summary_message,
     describe_error,
@@ -325,6 +326,12 @@ def _level1(r: _Round) -> Generator[Effect, Any, _L1View]:
         tool_token_limit=s.config.summary_tool_result_token_limit,
         arg_char_limit=s.arg_char_limit,
         truncate_tools=s.truncate_tools,
+    )
+    plan = offload_oversized_user_messages(
+        plan,
+        estimator=s.estimator,
+        threshold=r.threshold,
+        preview_tokens=s.config.summary_tool_result_token_limit,
     )
     failed_writes: set[str] = (yield Write(plan.writes)) if plan.writes else set()
     view, offloaded = plan.finalize(failed_writes)

@@ -11,6 +11,10 @@ touched. Two actions:
   tail — that fits the same token budget. A message already carrying the offload marker is left
   as it is, and the same content always maps to the same path.
 
+:func:`offload_oversized_user_messages` applies the same rule to a user
+message larger than the entry threshold ``T`` (it could never be sent):
+``outputs/large_user_messages/user-<sha256>.txt`` and a preview, in the view only.
+
 :func:`plan_l1` returns the view *as if* every write succeeds plus the writes
 to make; :meth:`L1Plan.finalize` puts the original message back wherever its
 write failed, so a failed write never loses text from the view.
@@ -36,6 +40,7 @@ from .messages import (
 __all__ = [
     "ARG_CHAR_LIMIT",
     "LARGE_TOOL_RESULTS_DIR",
+    "LARGE_USER_MESSAGES_DIR",
     "OFFLOAD_HEADER",
     "TRUNCATE_TOOLS",
     "FileWrite",
@@ -43,6 +48,7 @@ __all__ = [
     "fit_head_and_tail",
     "fit_preview",
     "offload_body",
+    "offload_oversized_user_messages",
     "plan_l1",
     "sha256_text",
     "truncation_marker",
@@ -54,6 +60,8 @@ ARG_CHAR_LIMIT = 2000
 TRUNCATE_TOOLS: tuple[str, ...] = ("write_file", "edit_file")
 #: where offloaded tool results go
 LARGE_TOOL_RESULTS_DIR = "outputs/large_tool_results"
+#: where user messages larger than the entry threshold go
+LARGE_USER_MESSAGES_DIR = "outputs/large_user_messages"
 
 
 @attrs.frozen
@@ -81,11 +89,20 @@ def truncation_marker(tool: str, arg: str, value: str) -> str:
 OFFLOAD_HEADER = "[ARS: tool result offloaded: "
 
 
-def offload_body(path: str, original: str, preview: str, total_tokens: int) -> str:
+#: how an offloaded user message's body begins
+USER_OFFLOAD_HEADER = "[ARS: user message offloaded: "
+
+
+def offload_body(
+    path: str, original: str, preview: str, total_tokens: int, *, user: bool = False
+) -> str:
+    """The view's text for an offloaded body: a header naming the file, then the
+    preview. ``user`` for a user message (larger than the entry threshold)."""
+    opening, what = (USER_OFFLOAD_HEADER, "message") if user else (OFFLOAD_HEADER, "output")
     header = (
-        f"{OFFLOAD_HEADER}{len(original)} characters (~{total_tokens} tokens) "
+        f"{opening}{len(original)} characters (~{total_tokens} tokens) "
         f"saved to {path}. "
-        "Read that file for the full output.]"
+        f"Read that file for the full {what}.]"
     )
     return f"{header}\nPreview:\n{preview}" if preview else header
 
@@ -187,10 +204,15 @@ def _truncate_args(message: Message, limit: int, tools: Collection[str]) -> tupl
     ), count
 
 
-def _offload(message: Message, estimator: Estimator, limit: int) -> tuple[Message, FileWrite]:
+def _offload(
+    message: Message, estimator: Estimator, limit: int, *, user: bool = False
+) -> tuple[Message, FileWrite]:
     text = message.text
-    tool = sanitize_name(message.name or "tool")
-    path = f"{LARGE_TOOL_RESULTS_DIR}/{tool}-{sha256_text(text)}.txt"
+    if user:
+        path = f"{LARGE_USER_MESSAGES_DIR}/user-{sha256_text(text)}.txt"
+    else:
+        tool = sanitize_name(message.name or "tool")
+        path = f"{LARGE_TOOL_RESULTS_DIR}/{tool}-{sha256_text(text)}.txt"
     kept: tuple[ContentPart, ...] = ()
     if not isinstance(message.content, str):  # non-text parts (images...) stay in the view
         kept = tuple(p for p in message.content if p.text is None)
@@ -198,9 +220,9 @@ def _offload(message: Message, estimator: Estimator, limit: int) -> tuple[Messag
     shell = message_tokens(estimator, message.with_content(kept))
     # the message's count is cached from the trigger: the text is not counted a second time
     tokens = max(0, message_tokens(estimator, message) - shell)
-    frame = offload_body(path, text, "", tokens) + "\nPreview:\n"
+    frame = offload_body(path, text, "", tokens, user=user) + "\nPreview:\n"
     preview = fit_head_and_tail(estimator, text, limit, frame, overhead=shell + 1)
-    body = offload_body(path, text, preview, tokens)
+    body = offload_body(path, text, preview, tokens, user=user)
     content: str | tuple[ContentPart, ...] = (
         body if isinstance(message.content, str) else (ContentPart(type="text", text=body), *kept)
     )
@@ -281,4 +303,48 @@ def plan_l1(
         replaced=replaced,
         pending={p: tuple(ix) for p, ix in pending.items()},
         truncated_args=truncated,
+    )
+
+
+def offload_oversized_user_messages(
+    plan: L1Plan, *, estimator: Estimator, threshold: int, preview_tokens: int
+) -> L1Plan:
+    """``plan`` with every user message above ``threshold`` tokens (the entry
+    threshold: such a message can never be sent whole) offloaded like a large
+    tool result: its text to ``outputs/large_user_messages/user-<sha256>.txt``,
+    a head-and-tail preview within ``preview_tokens`` in the view. The state
+    keeps the original; the same text always maps to the same file."""
+    key = ("l1-user", threshold, preview_tokens, getattr(estimator, "name", "?"))
+    found: list[tuple[int, Message, FileWrite]] = []
+    for i, m in enumerate(plan.view):
+        if m.role != "user" or i in plan.replaced:
+            continue
+        cached = m._cache.get(key)
+        if cached is None:
+            cached = (m, None)
+            size = message_tokens(estimator, m)
+            if size > threshold and m.text and not m.metadata.get(MARK_SUMMARY):
+                new, write = _offload(m, estimator, preview_tokens, user=True)
+                if message_tokens(estimator, new) < size:
+                    cached = (new, write)
+            m._cache[key] = cached
+        if cached[1] is not None:
+            found.append((i, *cached))
+    if not found:
+        return plan
+    view = list(plan.view)
+    writes = {w.path: w for w in plan.writes}
+    replaced = dict(plan.replaced)
+    pending = {p: list(ix) for p, ix in plan.pending.items()}
+    for i, new, write in found:
+        replaced[i] = view[i]
+        view[i] = new
+        writes[write.path] = write
+        pending.setdefault(write.path, []).append(i)
+    return attrs.evolve(
+        plan,
+        view=tuple(view),
+        writes=tuple(writes.values()),
+        replaced=replaced,
+        pending={p: tuple(ix) for p, ix in pending.items()},
     )

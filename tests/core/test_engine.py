@@ -448,7 +448,8 @@ class TestFailures:
 
     @pytest.mark.spec("R42")
     def test_no_cutoff_and_still_overflowing_propagates_and_fails(self) -> None:
-        state = [user(words(2000)), assistant(words(10))]
+        # an assistant message: a user message above T would be offloaded and fit
+        state = [user(words(10)), assistant(words(2000))]
         model = ScriptedModel(overflow_above=1500)
         with capture_events() as emitter, pytest.raises(ContextOverflowError):
             Compressor(small_config()).call(state, model)

@@ -177,7 +177,8 @@ def _forced_trim_of_the_first_kept_message() -> tuple[Compressor, list[Message],
     for i in range(4):  # no ids: OpenAI dicts and LlamaIndex messages have none
         state.append(Message(role="user", content=f"q{i} " + "word " * 60))
         state.append(Message(role="assistant", content=f"a{i} " + "reply " * 60))
-    state.append(Message(role="user", content="final " + "long paste line " * 400))
+    # below T (a user message above T would be offloaded by L1), above the forced capacity
+    state.append(Message(role="user", content="final " + "long paste line " * 250))
     compressor = Compressor(config, estimator="approx")
     return compressor, state, compressor.compact(state, force=True, summarizer=FakeSummarizer())
 

@@ -271,7 +271,8 @@ class TestSeedRules:
     def test_the_tail_trim_is_persisted_only_under_overflow(self, mode: str) -> None:
         """A long final paste is trimmed in the view sent, but without a context
         overflow the checkpoint keeps it as it is (no ``replaced``)."""
-        state = [*history(6), user("PASTE " + words(2500, "paste"))]
+        # just below T: a user message above T would be offloaded by L1 instead
+        state = [*history(6), user("PASTE " + words(950, "paste"))]
         backend = memory_backend()
         compressor = Compressor(small_config(), backend=backend, summarizer=FakeSummarizer("S"))
         model = ScriptedModel(["ok"])
@@ -288,9 +289,10 @@ class TestSeedRules:
             summarizer=FakeSummarizer("S"),
         )
         over = ScriptedModel(["ok"], overflow_above=2000)
-        outcome = run(mode, forced, state, over)
+        big = [*history(6), user("PASTE " + words(2500, "paste"))]  # below this T of 4,096
+        outcome = run(mode, forced, big, over)
         assert outcome.forced and outcome.update is not None
-        assert [i for i, _ in outcome.update.replaced] == [len(state) - 1]
+        assert [i for i, _ in outcome.update.replaced] == [len(big) - 1]
 
     @pytest.mark.spec("R12")
     @MODES

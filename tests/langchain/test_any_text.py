@@ -51,7 +51,9 @@ def test_lone_surrogates_and_nul_are_offloaded_and_archived_exactly(
     NUL: the turn succeeds (no ``UnicodeEncodeError``), the archive gives back the
     summarized messages exactly, the offloaded file holds the exact result (its
     name the SHA-256 of the stored bytes), and the next turn works too."""
-    first = prose("first", 1200) + f" {HALF} and \x00"
+    # each message below T (a user message above T would be offloaded), both above it
+    first = prose("first", 700) + f" {HALF} and \x00"
+    noted = f"noted {HALF} " + prose("noted", 300)
     result = dump.invoke({"n": 300})
     model = FakeToolChatModel(
         [
@@ -67,7 +69,7 @@ def test_lone_surrogates_and_nul_are_offloaded_and_archived_exactly(
         {
             "messages": [
                 HumanMessage(first, id="h1"),
-                AIMessage(f"noted {HALF}", id="a0"),
+                AIMessage(noted, id="a0"),
                 HumanMessage("now dump the log", id="h2"),
             ]
         },
@@ -94,7 +96,7 @@ def test_lone_surrogates_and_nul_are_offloaded_and_archived_exactly(
     assert event["cutoff"] == 2 and event["file_path"] is not None
     header, archived = read_history(files.read_text(event["file_path"]))
     assert header["count"] == 2
-    assert [m.text for m in archived] == [first, f"noted {HALF}"]
+    assert [m.text for m in archived] == [first, noted]
     # the model saw the summary, then the newest messages
     assert model.main_calls[0][0].type == "system" and "SUMMARY-1" in model.main_calls[0][1].text
     assert [m.id for m in model.main_calls[0][2:]] == ["h2"]

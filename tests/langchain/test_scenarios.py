@@ -552,8 +552,9 @@ def test_overflow_forces_l2_and_persists_tail_trim(runner: Runner, thread_id: st
 def test_no_valid_cutoff_overflow_propagates_with_failed(runner: Runner, thread_id: str) -> None:
     """Above the threshold with nothing L2 can cut (one huge message), the
     L1 view is sent; it still overflows, so the error propagates from the graph,
-    `failed` follows `started`, and no event is persisted."""
-    seed = [HumanMessage(prose("paste", 1500), id="m-0")]
+    `failed` follows `started`, and no event is persisted. (The huge message is
+    an assistant one: a user message above T would be offloaded by L1.)"""
+    seed = [HumanMessage("notes follow", id="m-0"), AIMessage(prose("paste", 1500), id="m-1")]
     model = FakeToolChatModel([AIMessage("never")], overflow_above=4000)
     backend = FsspecBackend(f"memory://r42-{thread_id}")
     mw = ArsSummarizationMiddleware(
