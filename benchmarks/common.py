@@ -226,6 +226,11 @@ def fmt_ratio(peer: float, ars: float) -> str:
     return f"{peer / ars:.1f}x" if ars > 0 else "-"
 
 
+def target(text: str, met: bool) -> str:
+    """A report's target line: ``Target: <text>: **met**.`` (or ``**NOT met**``)."""
+    return f"Target: {text}: **{'met' if met else 'NOT met'}**."
+
+
 def table(header: Sequence[str], rows: Iterable[Sequence[str]], align: str = "") -> list[str]:
     """A markdown table; ``align`` is one ``l`` or ``r`` per column (default: first left)."""
     align = align or "l" + "r" * (len(header) - 1)

@@ -140,8 +140,12 @@ def fit(rows: Sequence[tuple[tuple[int, ...], int, float]]) -> np.ndarray:
     return coef
 
 
-def fit_and_report(traj: Path = DEFAULT_RUNS) -> tuple[np.ndarray, list[str]]:
-    """Fit the weights on one half and report on the other: ``(weights, table lines)``."""
+def fit_and_report(
+    traj: Path = DEFAULT_RUNS,
+) -> tuple[np.ndarray, list[str], dict[str, float]]:
+    """Fit the weights on one half and report on the other: ``(weights, table lines,
+    measures)``; the measures are the table's figures by name (``run_mean``,
+    ``run_worst``, ``message_mean``, ``undercount`` and each extra kind)."""
     runs, enc = load(traj)
 
     def tok(text: str) -> int:
@@ -204,12 +208,19 @@ def fit_and_report(traj: Path = DEFAULT_RUNS) -> tuple[np.ndarray, list[str]]:
         f"| worst undercount of a request of >= 4,096 tokens | {undercount:.2%} |",
     ]
     lines += [f"| {k} (whole held-out sample) | {v:+.2%} |" for k, v in kind_errors.items()]
-    return coef, lines
+    measures = {
+        "run_mean": float(ra.mean()),
+        "run_worst": float(ra.max()),
+        "message_mean": float(ma.mean()),
+        "undercount": undercount,
+        **kind_errors,
+    }
+    return coef, lines, measures
 
 
 def main(argv: Sequence[str]) -> None:
     args = [a for a in argv if not a.startswith("--")]
-    coef, lines = fit_and_report(Path(args[0]) if args else DEFAULT_RUNS)
+    coef, lines, _ = fit_and_report(Path(args[0]) if args else DEFAULT_RUNS)
     print("    WEIGHTS: tuple[float, ...] = (")
     for name, c in zip(E.APPROX_FEATURES, coef, strict=True):
         print(f"        {c:.4f},  # {name}")

@@ -30,6 +30,8 @@ H. ``estimator_kinds``: estimator speed and error per content kind, and the
    approximate estimator's held-out fit report (``fit_approx.py``).
 I. ``loop_stall``: the largest event-loop stall while ``acall`` handles a new
    10 MB tool result (a ticking coroutine measures it).
+J. ``formats``: the largest runs estimated in OpenAI, Anthropic-block and
+   LangChain-v1-block form, and images charged against the providers' examples.
 
 The peers are used through their public constructors; nothing of theirs is
 copied.
@@ -63,6 +65,7 @@ from benchmarks import (  # noqa: E402
     estimator_kinds,
     estimators,
     flatness,
+    formats,
     loop_stall,
     overhead,
     retention,
@@ -81,6 +84,7 @@ SECTIONS: tuple[ModuleType, ...] = (
     budget,
     estimator_kinds,
     loop_stall,
+    formats,
 )
 
 

@@ -27,7 +27,15 @@ from ars_core.engine import CallOutcome
 from ars_core.replay import Run, replay_messages
 from ars_core.summarize import render_prompt
 
-from .common import LC, Context, canned_handler, fake_chat_model, split_system, table
+from .common import (
+    LC,
+    Context,
+    canned_handler,
+    fake_chat_model,
+    split_system,
+    table,
+    target,
+)
 
 KEY = "B"
 NEEDS: tuple[str, ...] = ()
@@ -259,7 +267,7 @@ class _DeepAgentsDriver:
             messages=list(self.state),
             system_message=self.lc_system,
             tools=[],
-            state={"messages": self.state, **self.extra},
+            state={"messages": self.state, **self.extra},  # type: ignore[arg-type]
         )
         result = self.mw.wrap_model_call(request, self.handler)
         event = None
@@ -469,8 +477,7 @@ def _default_configuration(data: dict[str, Any]) -> list[str]:
         "",
         *table(["T (tokens)", "ARS, defaults", "ARS, defaults without tiktoken", "requests"], rows),
         "",
-        f"Target: 0 requests above T (counted in o200k) at every T, with and without tiktoken: "
-        f"**{'met' if met else 'NOT met'}**.",
+        target("0 requests above T (counted in o200k) at every T, with and without tiktoken", met),
     ]
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ars_core import TiktokenEstimator, read_messages
+from ars_core import ApproxEstimator, TiktokenEstimator, read_messages
 from ars_core.replay import SAMPLE_DIR
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -54,6 +54,23 @@ def section_tables(markdown: str, heading: str) -> list[list[dict[str, str]]]:
         if found >= 0:
             end = min(end, found)
     return parse_tables(markdown[start:end])
+
+
+def section_text(markdown: str, heading: str) -> str:
+    """The text of the section that starts with ``heading`` (up to the next ``## ``)."""
+    start = markdown.index(heading)
+    end = markdown.find("\n## ", start + len(heading))
+    return markdown[start : end if end >= 0 else len(markdown)]
+
+
+def target_lines(text: str) -> list[str]:
+    """The "Target: ..." lines of a section, each ending in **met** or **NOT met**."""
+    lines = [line for line in text.splitlines() if line.startswith("Target")]
+    assert all(line.endswith(("**met**.", "**NOT met**.")) for line in lines), lines
+    return lines
+
+
+MESSAGE_ROW = "mean abs error per message (>= 20 tokens)"
 
 
 def num(cell: str) -> float:
@@ -108,10 +125,12 @@ def test_report_has_every_section(smoke: tuple[str, dict[str, object], str]) -> 
         "## G. Summary input budget",
         "## H. Estimator speed and error per content kind",
         "## I. Event loop stall",
+        "## J. Content blocks",
     ):
         assert heading in report
-    # A, L2, B, B defaults, C errors, C speed, D, E, F, G, H kinds, H fit, I
-    assert len(parse_tables(report)) == 13
+    # A, L2, B, B defaults, C errors, C speed, D, E, F, G, H kinds, H fit, I stall, I memory,
+    # J formats, J images
+    assert len(parse_tables(report)) == 16
     assert set(raw) == {
         "per_call_ms",
         "l2_ms",
@@ -122,19 +141,28 @@ def test_report_has_every_section(smoke: tuple[str, dict[str, object], str]) -> 
         "budget",
         "estimator_kinds",
         "loop_stall",
+        "counting_memory",
+        "formats",
+        "images",
     }
 
 
 def test_estimator_and_loop_stall_sections(smoke: tuple[str, dict[str, object], str]) -> None:
-    """H: one row per content kind, approx against o200k, and the held-out fit report;
-    I: acall and the blocking sync call, for both default estimators."""
+    """H: one row per content kind, approx against o200k, the held-out fit report and a
+    target line per target; I: acall and the blocking sync call, for both default
+    estimators, the counting memory, and the two target lines."""
     report, raw, _ = smoke
-    kinds, fit, stall = parse_tables(report)[-3:]
+    kinds, fit = section_tables(report, "## H. Estimator speed")
     assert {"agent messages", "tool outputs", "chinese", "python", "json", "hex"} <= {
         row["kind"] for row in kinds
     }
     assert {"approx MB/s", "o200k MB/s", "approx error"} <= set(kinds[0])
-    assert any(row["measured on the held-out half"] == "worst run" for row in fit)
+    fit_rows = {row["measured on the held-out half"]: row["value"] for row in fit}
+    h = section_text(report, "## H. Estimator speed")
+    assert f"worst run <= 10% ({fit_rows['worst run']})" in h
+    assert f"messages of >= 20 tokens <= 5% mean ({fit_rows[MESSAGE_ROW]})" in h
+    assert len(target_lines(h)) == 4
+    stall, memory = section_tables(report, "## I. Event loop stall")
     assert [(row["estimator"].split()[0], row["path"]) for row in stall] == [
         ("o200k", "acall"),
         ("o200k", "sync call on the loop"),
@@ -142,6 +170,44 @@ def test_estimator_and_loop_stall_sections(smoke: tuple[str, dict[str, object], 
         ("approx", "sync call on the loop"),
     ]
     assert all(r["max_stall_ms"] > 0 for r in raw["loop_stall"])  # type: ignore[attr-defined]
+    worst = max(num(row["max loop stall"].removesuffix(" ms")) for row in stall[::2])
+    i = section_text(report, "## I. Event loop stall")
+    assert f"<= 50 ms ({worst:.1f} ms, both default estimators)" in i
+    assert [row["estimator"] for row in memory] == ["tiktoken:o200k_base", "approx"]
+    for row in memory:  # the ratio is the extra memory over the text's size
+        ratio = num(row["extra memory"].removesuffix(" MB")) / num(row["text"].removesuffix(" MB"))
+        assert abs(num(row["of the text"]) - ratio) <= 0.011
+    assert len(target_lines(i)) == 2
+
+
+@pytest.mark.spec("R57")
+def test_formats_section_against_a_recount(smoke: tuple[str, dict[str, object], str]) -> None:
+    """J: the two largest shipped runs estimated in three formats (the OpenAI totals
+    recounted here), within 5% of each other; images charged as the providers' examples."""
+    report, _, _ = smoke
+    formats, images = section_tables(report, "## J. Content blocks")
+    runs = sorted(
+        (read_messages(p) for p in SAMPLE_DIR.glob("*.jsonl.gz")),
+        key=lambda ms: sum(len(m.text) for m in ms),
+        reverse=True,
+    )[:2]
+    expected = {
+        "approx": sum(ApproxEstimator().count(ms) for ms in runs),
+        "o200k": sum(TiktokenEstimator("o200k_base").count(ms) for ms in runs),
+    }
+    assert [(r["estimator"], r["format"]) for r in formats] == [
+        (e, f) for e in expected for f in ("OpenAI", "Anthropic blocks", "LangChain v1 blocks")
+    ]
+    for row in formats:
+        if row["format"] == "OpenAI":
+            assert num(row["tokens (all runs)"]) == expected[row["estimator"]]
+        else:
+            assert num(row["worst run"]) <= 5 and abs(num(row["vs OpenAI"])) <= 5
+    assert all(row["documented"] == row["ARS charges"] for row in images)
+    assert [line.endswith("**met**.") for line in target_lines(section_text(report, "## J."))] == [
+        True,
+        True,
+    ]
 
 
 def test_overhead_table(smoke: tuple[str, dict[str, object], str]) -> None:
