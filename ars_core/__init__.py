@@ -21,6 +21,7 @@ from .errors import (
     SummarizerError,
     TiktokenUnavailableError,
     is_context_overflow,
+    is_transient_error,
 )
 from .estimate import (
     ApproxEstimator,
@@ -63,8 +64,8 @@ from .summarize import (
     ExtractiveSummarizer,
     Summarizer,
     SummaryResult,
-    Usage,
 )
+from .usage import SummaryRetry, Usage
 
 __version__ = "0.1.0"
 
@@ -103,6 +104,7 @@ __all__ = [
     "SummarizerError",
     "SummaryConfig",
     "SummaryResult",
+    "SummaryRetry",
     "TiktokenEstimator",
     "TiktokenUnavailableError",
     "ToolCall",
@@ -121,6 +123,7 @@ __all__ = [
     "get_summarizer",
     "hookimpl",
     "is_context_overflow",
+    "is_transient_error",
     "message_from_dict",
     "message_to_dict",
     "read_history",

@@ -58,6 +58,29 @@ def _threshold(_: Any, __: Any, value: Any) -> None:
         )
 
 
+def _count(field: str) -> Any:
+    def check(_: Any, __: Any, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(field, value, "must be an integer >= 0")
+
+    return check
+
+
+def _seconds(field: str, *, zero: bool) -> Any:
+    def check(_: Any, __: Any, value: Any) -> None:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value < 0
+            or (value == 0 and not zero)
+        ):
+            bound = ">= 0" if zero else "> 0"
+            raise ConfigError(field, value, f"must be a finite number of seconds {bound}")
+
+    return check
+
+
 def _optional_positive_int(field: str) -> Any:
     check = _positive_int(field)
 
@@ -95,7 +118,9 @@ def _meta(description: str) -> dict[str, Any]:
 @attrs.frozen
 class SummaryConfig:
     """The summary fields of an agent's Context: the seed's five, with the
-    seed's defaults, and ``summary_max_tokens``, the bound on a summary."""
+    seed's defaults, ``summary_max_tokens``, the bound on a summary, and the
+    controls of the summary call (timeout, transient retries with backoff,
+    retries with a halved input after an overflow)."""
 
     summary_threshold: float = attrs.field(
         default=100,
@@ -134,6 +159,38 @@ class SummaryConfig:
             "largest summary kept, in tokens (longer ones are cut with a marker); the "
             "task a summary keeps is sized from it; default: the L2 threshold, at least "
             "256 and at most half the entry threshold"
+        ),
+    )
+
+    summary_timeout: float = attrs.field(
+        default=300.0,
+        validator=_seconds("summary_timeout", zero=False),
+        metadata=_meta(
+            "seconds a summary may take, retries and their waits included; then the "
+            "summary fails (recorded, with a fallback summary)"
+        ),
+    )
+    summary_max_retries: int = attrs.field(
+        default=2,
+        validator=_count("summary_max_retries"),
+        metadata=_meta(
+            "retries of a summary call that failed with a transient error "
+            "(rate limit, server or connection error)"
+        ),
+    )
+    summary_retry_delay: float = attrs.field(
+        default=1.0,
+        validator=_seconds("summary_retry_delay", zero=True),
+        metadata=_meta(
+            "seconds before the first transient retry; each further retry waits twice as long"
+        ),
+    )
+    summary_overflow_retries: int = attrs.field(
+        default=3,
+        validator=_count("summary_overflow_retries"),
+        metadata=_meta(
+            "retries of a summary call that overflowed the summary model's window, "
+            "each with the input halved"
         ),
     )
 

@@ -6,7 +6,8 @@ and receives its result:
 * :class:`CallModel` -> a :class:`ModelResult` (the response, or the error),
 * :class:`Write` -> the set of paths whose write failed,
 * :class:`ArchiveAndSummarize` -> ``(archive error or None, SummaryResult or
-  the :class:`~ars_core.errors.SummarizerError` the summary failed with)``,
+  the :class:`~ars_core.errors.SummarizerError` the summary failed with)``;
+  the summary call's retries and timeout are :mod:`ars_core.summary_call`'s,
 * :class:`Emit` -> nothing (the stream event is delivered).
 
 :func:`dispatch` maps an effect to its handler, once, for both shells.
@@ -32,9 +33,9 @@ from .errors import SummarizerError
 from .events import CompressionEvent
 from .files import FileBackend
 from .l1 import FileWrite
-from .l2 import describe_error
 from .messages import Message
-from .summarize import AsyncSummarizer, Summarizer, SummaryResult, bound_summarizer
+from .summarize import AsyncSummarizer, Summarizer, SummaryResult
+from .summary_call import SummaryCall, call_async, call_sync, check_summary, summary_failure
 
 __all__ = [
     "ArchiveAndSummarize",
@@ -75,12 +76,10 @@ class Write:
 
 @attrs.frozen
 class ArchiveAndSummarize:
-    """Write the history archive and summarize ``history`` with ``prompt``."""
+    """Write the history archive and make the summary call (retries included)."""
 
     archive: FileWrite
-    history: list[Message]
-    prompt: str
-    budget: int
+    call: SummaryCall
 
 
 @attrs.frozen
@@ -215,27 +214,6 @@ def _archive_error(effect: ArchiveAndSummarize, failed: set[str]) -> OSError | N
     return OSError(f"could not write {effect.archive.path}") if failed else None
 
 
-def check_summary(result: object) -> SummaryResult:
-    """A summarizer's return value as a :class:`SummaryResult` (a ``str`` is
-    accepted); anything else is a :class:`SummarizerError`."""
-    if isinstance(result, SummaryResult):
-        return result
-    if isinstance(result, str):
-        return SummaryResult(text=result)
-    wrong = TypeError(f"a summarizer must return SummaryResult or str, not {type(result).__name__}")
-    raise summary_failure(wrong)
-
-
-def summary_failure(exc: BaseException) -> SummarizerError:
-    """``exc``, raised while summarizing, as the :class:`SummarizerError` the round
-    records (its reason: the original as ``"TypeName: message"``, host paths hidden)."""
-    if isinstance(exc, SummarizerError):
-        return exc
-    error = SummarizerError(describe_error(exc), cause=exc)
-    error.__cause__ = exc
-    return error
-
-
 @attrs.define
 class SyncEffects:
     """Carries out effects in the calling thread, in order."""
@@ -264,14 +242,7 @@ class SyncEffects:
         return ledger.failed
 
     def summarize(self, effect: ArchiveAndSummarize) -> SummaryResult | SummarizerError:
-        try:
-            summarize = getattr(bound_summarizer(self.summarizer, effect.budget), "summarize", None)
-            if summarize is None:
-                name = type(self.summarizer).__name__
-                raise TypeError(f"{name} only summarizes asynchronously (use acall/acompact)")
-            return check_summary(summarize(effect.history, effect.prompt))
-        except Exception as exc:
-            return summary_failure(exc)
+        return call_sync(self.summarizer, effect.call)
 
     def archive_and_summarize(self, effect: ArchiveAndSummarize) -> SummaryOutcome:
         failed = self.write(Write((effect.archive,)))
@@ -313,15 +284,7 @@ class AsyncEffects:
         return ledger.failed
 
     async def summarize(self, effect: ArchiveAndSummarize) -> SummaryResult | SummarizerError:
-        asummarize = getattr(
-            bound_summarizer(self.sync.summarizer, effect.budget), "asummarize", None
-        )
-        if asummarize is None:
-            return await anyio.to_thread.run_sync(self.sync.summarize, effect)
-        try:
-            return check_summary(await asummarize(effect.history, effect.prompt))
-        except Exception as exc:
-            return summary_failure(exc)
+        return await call_async(self.sync.summarizer, effect.call)
 
     async def archive_and_summarize(self, effect: ArchiveAndSummarize) -> SummaryOutcome:
         results: dict[str, Any] = {}

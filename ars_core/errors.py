@@ -20,6 +20,7 @@ the context needed to act on it as attributes.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "SummarizerError",
     "TiktokenUnavailableError",
     "is_context_overflow",
+    "is_transient_error",
 ]
 
 
@@ -99,9 +101,14 @@ class SummarizerError(ArsError):
     to the caller. A summarizer may raise it itself to choose the reason.
     """
 
-    def __init__(self, reason: str, *, cause: BaseException | None = None) -> None:
+    def __init__(
+        self, reason: str, *, cause: BaseException | None = None, retries: tuple[Any, ...] = ()
+    ) -> None:
         self.reason = reason
         self.cause = cause
+        #: the retries the summary call took before failing
+        #: (:class:`~ars_core.usage.SummaryRetry` records)
+        self.retries = retries
         super().__init__(reason)
 
 
@@ -161,6 +168,70 @@ def is_context_overflow(exc: BaseException) -> bool:
     (``last_attempt``); not ``__context__``, as an error raised while handling
     an overflow is not one.
     """
+    return any(_is_overflow_one(e) for e in _wrapped(exc))
+
+
+#: HTTP statuses a provider may answer differently when asked again (the ones
+#: the OpenAI and Anthropic clients retry themselves): timeout, conflict, rate limit
+_TRANSIENT_STATUS = frozenset({408, 409, 429})
+#: exception classes (by name, so no client library is imported) of transient
+#: failures: the OpenAI / Anthropic clients', httpx's and aiohttp's
+_TRANSIENT_NAMES = frozenset(
+    {
+        "RateLimitError",
+        "APIConnectionError",
+        "APITimeoutError",
+        "InternalServerError",
+        "ServiceUnavailableError",
+        "OverloadedError",
+        "TransportError",
+        "TimeoutException",
+        "NetworkError",
+        "RemoteProtocolError",
+        "ServerDisconnectedError",
+        "ClientConnectionError",
+        "ConnectionError",
+        "Timeout",
+    }
+)
+
+
+def is_transient_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a failure that may not happen on a second try: a rate
+    limit (HTTP 429), a request timeout or conflict (408, 409), a server error
+    (5xx, Anthropic's 529 "overloaded" included), a connection error or a
+    timeout (``ConnectionError``, ``TimeoutError``, the OpenAI / Anthropic
+    clients' ``APIConnectionError`` / ``APITimeoutError`` / ``RateLimitError``,
+    httpx's ``TransportError`` family). A context overflow is never transient.
+    Wrapped errors are followed like :func:`is_context_overflow` does
+    (``raise ... from``, a :class:`SummarizerError`'s ``cause``, tenacity).
+    """
+    return not is_context_overflow(exc) and any(_is_transient_one(e) for e in _wrapped(exc))
+
+
+def _status(exc: BaseException) -> int | None:
+    """The HTTP status of a provider error (``status_code``, ``status``, or its
+    ``response``'s), when it has one."""
+    for holder in (exc, getattr(exc, "response", None)):
+        for name in ("status_code", "status"):
+            value = getattr(holder, name, None)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+    return None
+
+
+def _is_transient_one(exc: BaseException) -> bool:
+    status = _status(exc)
+    if status is not None:
+        return status in _TRANSIENT_STATUS or 500 <= status < 600
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        return True
+    return any(cls.__name__ in _TRANSIENT_NAMES for cls in type(exc).__mro__)
+
+
+def _wrapped(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the errors it wraps: ``__cause__``, a :class:`SummarizerError`'s
+    ``cause``, tenacity's ``RetryError.last_attempt`` (never ``__context__``)."""
     seen: set[int] = set()
     todo: list[BaseException | None] = [exc]
     while todo:
@@ -168,16 +239,16 @@ def is_context_overflow(exc: BaseException) -> bool:
         if current is None or id(current) in seen:
             continue
         seen.add(id(current))
-        if _is_overflow_one(current):
-            return True
+        yield current
         todo.append(current.__cause__)
+        if isinstance(current, SummarizerError):
+            todo.append(current.cause)
         attempt = getattr(current, "last_attempt", None)  # tenacity.RetryError
         if attempt is not None:
             try:
                 todo.append(attempt.exception())
             except Exception:  # a broken or cancelled future
                 pass
-    return False
 
 
 def _error_code(exc: BaseException) -> Any:

@@ -60,6 +60,8 @@ from .l2 import (
 from .messages import Message
 from .retention import Retention, audit_retention, task_statement
 from .summarize import ExtractiveSummarizer, SummaryResult, condense_history, summary_budget
+from .summary_call import InputHalver, RetryPolicy, SummaryCall
+from .usage import Usage
 
 __all__ = ["CallOutcome", "FlowSettings", "StateUpdate", "flow"]
 
@@ -436,9 +438,14 @@ def _summarize(r: _Round, l1: _L1View, cut: _Cut) -> Generator[Effect, Any, Summ
     )
     budget = s.summary_input_tokens or max(1024, r.threshold // 2)
     cleaned = condense_history(l1.view[: cut.local], budget, s.estimator)
-    archive_error, summary = yield ArchiveAndSummarize(
-        archive, cleaned, s.config.summary_prompt, summary_budget(s.config)
+    call = SummaryCall(
+        cleaned,
+        s.config.summary_prompt,
+        summary_budget(s.config),
+        policy=RetryPolicy.from_config(s.config, s.is_overflow),
+        halver=InputHalver(l1.view[: cut.local], s.estimator),
     )
+    archive_error, summary = yield ArchiveAndSummarize(archive, call)
     file_path = None if archive_error is not None else archive.path
     if archive_error is not None:
         log.warning(
@@ -484,10 +491,19 @@ def _new_event(
         summary_message=message,
         file_path=file_path,
         previous_cutoff=cut.previous,
-        summary_usage=checked.usage if checked.error is None else None,
+        summary_usage=checked.usage if checked.error is None else _failed_usage(summary),
         summary_error=checked.error,
         anchor=anchor_at(r.state, cut.global_),
     )
+
+
+def _failed_usage(summary: SummaryResult | SummarizerError) -> Usage | None:
+    """The usage of a failed summary call: only its retries, when it had any."""
+    if isinstance(summary, SummarizerError):
+        retries = summary.retries
+    else:
+        retries = summary.usage.retries if summary.usage is not None else ()
+    return Usage(retries=tuple(retries)) if retries else None
 
 
 def _trim_tail(

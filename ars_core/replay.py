@@ -186,7 +186,9 @@ class RunReport:
     summary_calls: int = 0
     summary_input_tokens: int = 0
     summary_output_tokens: int = 0
-    summary_errors: int = 0
+    summary_errors: int = 0  #: summaries that failed (their error recorded, a fallback kept)
+    #: retries of summary calls (overflow or transient errors), each also a summary call
+    summary_retries: int = 0
     #: request tokens repeating the previous request's prefix (cache hits), with ARS
     tokens_cached_total: int = 0
     #: the same without ARS (each request extends the previous one)
@@ -274,6 +276,7 @@ _SUM_FIELDS = (
     "summary_input_tokens",
     "summary_output_tokens",
     "summary_errors",
+    "summary_retries",
     "tokens_cached_total",
     "tokens_without_cached_total",
     "retention_rounds",
@@ -470,6 +473,10 @@ class _Replay:
             retention_fraction=audit.fraction if audit is not None else None,
         )
         report.add_call(record, threshold=threshold)
+        if cutoff is not None and self.event is not None:
+            usage = self.event.summary_usage
+            report.summary_retries += len(usage.retries) if usage is not None else 0
+            report.summary_errors += self.event.summary_error is not None
         return outcome
 
     def append(self, message: Message) -> None:
@@ -540,7 +547,6 @@ def _finish(report: RunReport, recording: _RecordingBackend, metered: MeteredSum
         kind = _file_kind(path)
         report.files_by_kind[kind] = report.files_by_kind.get(kind, 0) + 1
     report.summary_calls = metered.calls
-    report.summary_errors = metered.errors
     report.summary_input_tokens = metered.input_tokens
     report.summary_output_tokens = metered.output_tokens
     if metered.last_text is not None:

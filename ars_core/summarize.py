@@ -20,15 +20,18 @@ model fails, and the embedded default of the CLI.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+import anyio
+import anyio.to_thread
 import attrs
 
 from .estimate import ApproxEstimator, Estimator, message_tokens
 from .messages import MARK_SUMMARY, Message
 from .prompt import media_reference, render_history, render_prompt
 from .retention import MARK_NOTE, command_text, edited_files, error_lines, is_user_request
+from .usage import Usage
 
 __all__ = [
     "SECTION_MARK",
@@ -47,30 +50,6 @@ __all__ = [
     "render_prompt",
     "summary_budget",
 ]
-
-
-@attrs.frozen
-class Usage:
-    """Token usage of one model call, as the provider reported it (or estimated)."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    total_tokens: int = attrs.field()
-
-    @total_tokens.default
-    def _total(self) -> int:
-        return self.input_tokens + self.output_tokens
-
-    def to_dict(self) -> dict[str, int]:
-        return attrs.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Usage:
-        return cls(
-            input_tokens=int(data.get("input_tokens", 0)),
-            output_tokens=int(data.get("output_tokens", 0)),
-            total_tokens=int(data.get("total_tokens", 0)),
-        )
 
 
 @attrs.frozen
@@ -277,11 +256,14 @@ class CallableSummarizer:
         return self._result(rendered, self._fn(rendered))
 
     async def asummarize(self, messages: Sequence[Message], prompt: str) -> SummaryResult:
+        """``afn``, or ``fn`` in a worker thread (the event loop never waits on it)."""
         rendered = render_prompt(prompt, messages)
         if self._afn is not None:
             return self._result(rendered, await self._afn(rendered))
-        assert self._fn is not None
-        return self._result(rendered, self._fn(rendered))
+        fn = self._fn
+        assert fn is not None
+        text = await anyio.to_thread.run_sync(fn, rendered, abandon_on_cancel=True)
+        return self._result(rendered, text)
 
 
 _PATH = re.compile(

@@ -4,7 +4,8 @@
   every view it receives, and raises :class:`~ars_core.errors.ContextOverflowError`
   when a request is larger than ``overflow_above`` tokens.
 * :class:`FakeSummarizer`: a summary model with scripted text, a usage figure,
-  an optional failure, and (async) an optional gate to prove concurrency.
+  optional failures (always, on the first calls, or above a window size), and
+  (async) an optional gate to prove concurrency or hold a call.
 * :class:`FailingBackend`: a file backend whose writes fail (all, or those
   matching a prefix), wrapping a real one for the rest.
 * :class:`RecordingEmitter`: collects stream events.
@@ -14,6 +15,9 @@
       with capture_events() as captured:
           compressor.call(messages, model)
       assert captured.phases == [("started", "L1"), ("completed", "L1")]
+
+* :func:`recorded_sleeps`: records the waits before summary retries instead
+  of sleeping.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ __all__ = [
     "RecordingEmitter",
     "ScriptedModel",
     "capture_events",
+    "recorded_sleeps",
 ]
 
 
@@ -92,9 +97,14 @@ class FakeSummarizer:
     """A fake summary model.
 
     Returns ``text`` (or ``text(rendered_prompt)`` if callable) with ``usage``;
-    raises ``error`` when set. ``calls`` records ``(messages, prompt)``. On the
-    async path, ``gate`` (an awaitable factory) is awaited before answering —
-    tests use it to prove the archive and the summary run concurrently.
+    raises ``error`` when set. ``errors`` are raised by the first calls, one
+    each, in order (a rate limit then an answer, say). ``overflow_above`` makes
+    a rendered prompt larger than that many tokens (by ``estimator``) raise
+    :class:`ContextOverflowError`, like a summary model with a small window.
+    ``calls`` records ``(messages, prompt)`` of every call, failing ones
+    included. On the async path, ``gate`` (an awaitable factory) is awaited
+    before answering — tests use it to prove the archive and the summary run
+    concurrently, or to hold a summary past its timeout.
     """
 
     def __init__(
@@ -103,11 +113,17 @@ class FakeSummarizer:
         *,
         usage: Usage | None = _DEFAULT_USAGE,
         error: BaseException | None = None,
+        errors: Iterable[BaseException] = (),
+        overflow_above: int | None = None,
+        estimator: Estimator | None = None,
         gate: Callable[[], Awaitable[Any]] | None = None,
     ) -> None:
         self.text = text
         self.usage = usage
         self.error = error
+        self.errors = list(errors)
+        self.overflow_above = overflow_above
+        self.estimator = estimator or default_estimator()
         self.gate = gate
         self.calls: list[tuple[list[Message], str]] = []
 
@@ -115,7 +131,16 @@ class FakeSummarizer:
         self.calls.append((list(messages), prompt))
         if self.error is not None:
             raise self.error
+        if len(self.calls) <= len(self.errors):
+            raise self.errors[len(self.calls) - 1]
         rendered = render_prompt(prompt, messages)
+        if self.overflow_above is not None:
+            size = self.estimator.count_text(rendered)
+            if size > self.overflow_above:
+                raise ContextOverflowError(
+                    f"prompt is too long: {size} tokens > {self.overflow_above} maximum",
+                    tokens=size,
+                )
         text = self.text(rendered) if callable(self.text) else self.text
         return SummaryResult(text=text, usage=self.usage, model="fake-summarizer")
 
@@ -180,6 +205,33 @@ class _Observer:
     @hookimpl
     def compression_event(self, event: CompressionEvent) -> None:
         self.record(event)
+
+
+@contextlib.contextmanager
+def recorded_sleeps() -> Iterator[list[float]]:
+    """Record the waits of summary retries instead of sleeping, sync and async::
+
+        with recorded_sleeps() as waits:
+            compressor.call(messages, model)
+        assert waits == [1.0, 2.0]  # two transient retries, exponential backoff
+    """
+    from . import summary_call
+
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    async def asleep(seconds: float) -> None:
+        waits.append(seconds)
+        await anyio.sleep(0)
+
+    saved = summary_call.sleep, summary_call.asleep
+    summary_call.sleep, summary_call.asleep = sleep, asleep
+    try:
+        yield waits
+    finally:
+        summary_call.sleep, summary_call.asleep = saved
 
 
 @contextlib.contextmanager

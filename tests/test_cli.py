@@ -478,7 +478,7 @@ def test_replay_shows_per_call_progress_on_a_terminal_only(tmp_path: Path) -> No
 
 
 def test_a_failing_summarizer_makes_replay_fail_unless_allowed(tmp_path: Path) -> None:
-    """A real summarizer that fails (here a plugin's, its provider unreachable): the report is
+    """A real summarizer that fails (here a plugin's, its provider refusing the key): the report is
     printed, one error line names the failures, exit 1; ``--allow-summary-errors`` exits 0."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(FIXTURE_PLUGIN)])}
     env.pop("ARS_PLUGINS", None)
@@ -489,10 +489,11 @@ def test_a_failing_summarizer_makes_replay_fail_unless_allowed(tmp_path: Path) -
     assert failed.returncode == 1
     total = json.loads(failed.stdout)["total"]
     assert total["summary_errors"] == total["summary_calls"] == total["l2_rounds"] > 0
+    assert total["summary_retries"] == 0  # a refused key is not retried
     lines = [ln for ln in failed.stderr.splitlines() if ln.strip()]
     assert lines == [
-        f"ars: error: {total['summary_errors']} of {total['summary_calls']} summary calls failed "
-        "(their summaries hold the error text; see the report); pass --allow-summary-errors to "
+        f"ars: error: {total['summary_errors']} of {total['l2_rounds']} summaries failed "
+        "(they hold the error text; see the report); pass --allow-summary-errors to "
         "accept that"
     ]
     allowed = subprocess.run(

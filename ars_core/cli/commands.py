@@ -231,7 +231,7 @@ def _print_report(
 
 def cmd_replay(args: argparse.Namespace, stdout: IO[str]) -> int:
     """``ars replay``: replay runs through ARS, print the report, draw the plot. Exits 1
-    when summary calls failed, unless ``--allow-summary-errors``."""
+    when summaries failed, unless ``--allow-summary-errors``."""
     setup = _setup(args)
     runs = load_runs([SAMPLE_DIR] if not args.runs else args.runs)
     setup = attrs.evolve(setup, out=_out_dir(args.out))
@@ -247,8 +247,8 @@ def cmd_replay(args: argparse.Namespace, stdout: IO[str]) -> int:
     total = total_report(reports)
     if total.summary_errors and not args.allow_summary_errors:
         print(
-            f"ars: error: {total.summary_errors} of {total.summary_calls} summary calls failed "
-            "(their summaries hold the error text; see the report); pass "
+            f"ars: error: {total.summary_errors} of {total.l2_rounds} summaries failed "
+            "(they hold the error text; see the report); pass "
             "--allow-summary-errors to accept that",
             file=sys.stderr,
         )

@@ -227,9 +227,14 @@ def _story(total: RunReport, threshold: int, out: str) -> list[str]:
         f"({_pct(total.tokens_cached_total, total.tokens_sent_total)} of ARS's request tokens "
         "were cache hits).",
     ]
+    if total.summary_retries:
+        lines.append(
+            f"  {total.summary_retries} summary calls were retries (an overflowing input "
+            "halved, or a transient provider error); the engine's warnings name each."
+        )
     if total.summary_errors:
         lines.append(
-            f"  {total.summary_errors} summary calls failed; their summaries hold the error text "
+            f"  {total.summary_errors} summaries failed; they hold the error text "
             "and a built-in extractive fallback."
         )
     if total.warnings:

@@ -39,6 +39,10 @@ class TestDefaults:
             "summary_tool_result_token_limit",
             "summary_l2_trigger_ratio",
             "summary_max_tokens",
+            "summary_timeout",
+            "summary_max_retries",
+            "summary_retry_delay",
+            "summary_overflow_retries",
         )
 
     @pytest.mark.spec("R35")

@@ -10,14 +10,39 @@ import pytest
 DOC = Path(__file__).resolve().parents[2] / "docs" / "summaries.md"
 
 
+def snippets() -> list[str]:
+    """The page's python snippets, in order."""
+    return re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+
+
 @pytest.mark.spec("R58")
 def test_summaries_doc_snippet_runs_and_a_dropped_task_is_reported(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The snippet's summary drops the task: the audit names it missing."""
-    (code,) = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+    code = snippets()[0]
     exec(compile(code, str(DOC), "exec"), {})
     out = capsys.readouterr().out
     assert out.strip() == (
         "{'found': [], 'missing': ['task'], 'fraction': 0.0, 'task_fraction': 0.0}"
+    )
+
+
+@pytest.mark.spec("R41", "R27")
+def test_summary_call_controls_snippet_prints_the_retry_it_shows(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The retry snippet runs verbatim and prints the usage the page shows below it."""
+    assert len(snippets()) == 2
+    exec(compile(snippets()[1], str(DOC), "exec"), {})
+    shown = re.search(r"prints\n\n```text\n(.*?)\n```", DOC.read_text(encoding="utf-8"), re.S)
+    assert shown is not None
+    assert (
+        capsys.readouterr().out.strip()
+        == shown.group(1)
+        == (
+            "{'input_tokens': 100, 'output_tokens': 20, 'total_tokens': 120, 'retries': "
+            "[{'reason': 'transient_error', 'error': 'ConnectionResetError: connection reset by "
+            "peer', 'delay': 0.05}]}"
+        )
     )

@@ -23,12 +23,13 @@ def register_estimators(register):  # type: ignore[no-untyped-def]
 
 
 class FailingSummarizer:
-    """A summary model whose provider is down: every call raises."""
+    """A summary model whose provider refuses the key: every call raises (an error
+    that is not retried, unlike a connection error)."""
 
     name = "failing"
 
     def summarize(self, messages, prompt):  # type: ignore[no-untyped-def]
-        raise ConnectionError("summary provider unreachable")
+        raise PermissionError("summary provider refused the API key")
 
 
 @hookimpl
