@@ -31,7 +31,7 @@ from .events import CompressionEvent, EventEmitter, SummarizationEvent
 from .files import FileBackend, FsspecBackend
 from .flow import CallOutcome, StateUpdate, flow
 from .l1 import ARG_CHAR_LIMIT, TRUNCATE_TOOLS
-from .messages import Message, as_messages
+from .messages import CheckedHistories, Message
 from .resolve import (
     BackendLike,
     EstimatorLike,
@@ -113,6 +113,9 @@ class Compressor:
         # paths already written, per backend: L1 re-offloads the same results every
         # call (state is never rewritten), so each file is written once per process
         self._written: WrittenPaths = weakref.WeakKeyDictionary()
+        # histories already found to hold only Message records: a call checks what was
+        # appended since (dicts are converted with as_messages)
+        self._as_messages = CheckedHistories()
 
     # ------------------------------------------------------------ public API
 
@@ -138,7 +141,7 @@ class Compressor:
         compression round had started); overflow errors trigger forced
         compression first.
         """
-        steps = flow(self, as_messages(messages), event, system, tools, thread=thread)
+        steps = flow(self, self._as_messages(messages), event, system, tools, thread=thread)
         return run_sync(steps, self._effects(call_model, summarizer, backend, emitter))
 
     async def acall(
@@ -183,7 +186,8 @@ class Compressor:
         :func:`deliver_event` once its own model call has succeeded or failed
         (:meth:`compact_round` does that bookkeeping).
         """
-        steps = flow(self, as_messages(messages), event, system, tools, thread=thread, forced=force)
+        msgs = self._as_messages(messages)
+        steps = flow(self, msgs, event, system, tools, thread=thread, forced=force)
         return run_sync(steps, self._effects(None, summarizer, backend, emitter, hold_events))
 
     async def acompact(
@@ -217,7 +221,7 @@ class Compressor:
         """Run the flow for the async shells. When the newest messages hold more
         uncounted text than ``OFFLOAD_CHARS``, the flow's own work (counting,
         hashing, previews) runs in a worker thread; the effects stay on the loop."""
-        msgs = as_messages(messages)
+        msgs = self._as_messages(messages)
         offload = uncounted_chars(self.estimator, msgs) >= OFFLOAD_CHARS
         build = functools.partial(
             flow, self, msgs, event, system, tools, thread=thread, forced=forced

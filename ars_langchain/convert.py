@@ -17,14 +17,18 @@ block in ``data``.
 
 :class:`HistoryConverter` keeps the per-call cost proportional to the new
 messages: it remembers the last LangChain list and its converted twin, and
-when the next list starts with the same message objects (or, after a
-checkpoint reload, equal ones) it converts only what was appended and hands
-back the *same* core objects, so the core estimator's per-message caches and
-its incremental ``count_history`` keep working.
+when the next list holds the same message objects (compared whole, by
+identity, at C speed) plus new ones at the end, it converts only what was
+appended and hands back the *same* core objects, so the core estimator's
+per-message caches and its incremental ``count_history`` keep working. After
+an edit (``RemoveMessage``, a replacement by id, a checkpoint reload with
+equal copies) every message still present under its id keeps its core twin;
+only edited and new messages are converted.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -269,6 +273,14 @@ def _same(a: BaseMessage, b: BaseMessage) -> bool:
     return a is b or (a.id == b.id and type(a) is type(b) and a == b)
 
 
+def _unshared(items: list[Any], ours: int) -> bool:
+    """Whether ``ours`` references are all there are to ``items`` (CPython's reference
+    count; without one, a list is always taken as shared)."""
+    getrefcount = getattr(sys, "getrefcount", None)
+    # + this function's parameter and getrefcount's own argument
+    return getrefcount is not None and getrefcount(items) <= ours + 2
+
+
 class HistoryConverter:
     """Converts a growing LangChain history, reusing earlier conversions.
 
@@ -300,32 +312,63 @@ class HistoryConverter:
             keep = 0
             # the common case: the same objects, history appended. Every position is
             # checked because a message may be replaced in the middle (the overflow tail
-            # trim replaces by id; other middleware may remove messages); list equality compares by
-            # identity first, at C speed, and by value only where objects differ.
-            head = messages[:n_prev]
-            if (
-                n_prev
-                and n >= n_prev
-                and (head if isinstance(head, list) else list(head)) == prev_lc
-            ):
-                keep = n_prev
-            else:  # a reload or an edit: reuse the longest equal prefix
+            # trim replaces by id; RemoveMessage and update_state edit anywhere). The
+            # remembered list is extended with the new messages and compared whole: list
+            # equality compares by identity first, at C speed, and by value only where
+            # objects differ, so nothing of the history is copied or touched.
+            if n_prev and n >= n_prev:
+                prev_lc.extend(messages[n_prev:])
+                if (messages if isinstance(messages, list) else list(messages)) == prev_lc:
+                    keep = n_prev
+                else:
+                    del prev_lc[n_prev:]
+            if keep < n_prev or not n_prev:  # a reload or an edit: reuse the longest equal prefix
                 limit = min(n, n_prev)
                 while keep < limit and _same(messages[keep], prev_lc[keep]):
-                    if messages[keep] is not prev_lc[keep]:  # map back to the current object
-                        self._origin[id(prev_core[keep])] = (prev_core[keep], messages[keep])
+                    self._reused(prev_core[keep], prev_lc[keep], messages[keep])
                     keep += 1
-            new = [self._convert_one(m) for m in messages[keep:]]
-            core = prev_core + new if keep == n_prev else prev_core[:keep] + new
+                self._lc = list(messages)
+                new = self._after_edit(messages[keep:], prev_lc[keep:], prev_core[keep:])
+            else:
+                new = [self._convert_one(m) for m in messages[n_prev:]]
+            if keep == n_prev and _unshared(prev_core, 2):  # self._core and prev_core
+                core = prev_core  # nobody holds the list returned last time: grow it in place
+                core.extend(new)
+            else:
+                core = prev_core + new if keep == n_prev else prev_core[:keep] + new
             if keep < n_prev:  # forget conversions that are no longer part of the history
                 live = {id(c) for c in core}
                 for c in prev_core[keep:]:
                     if id(c) not in live:
                         self._origin.pop(id(c), None)
             self.rewritten = keep < n_prev
-            self._lc = list(messages)
             self._core = core
-            return core  # never mutated afterwards: each call builds a new list
+            return core  # grown in place next time only if nobody else holds it then
+
+    def _reused(self, core: Message, old: BaseMessage, message: BaseMessage) -> None:
+        if message is not old:  # an equal message reloaded: map back to the current object
+            self._origin[id(core)] = (core, message)
+
+    def _after_edit(
+        self,
+        messages: Sequence[BaseMessage],
+        old_lc: Sequence[BaseMessage],
+        old_core: Sequence[Message],
+    ) -> list[Message]:
+        """The core messages of ``messages`` (what follows an edit): a message that
+        was already converted (the same or an equal message under the same id) keeps
+        its core twin, so its cached counts survive; only edited and new ones are
+        converted."""
+        by_id = {lc.id: (lc, core) for lc, core in zip(old_lc, old_core, strict=True) if lc.id}
+        out: list[Message] = []
+        for m in messages:
+            hit = by_id.get(m.id) if m.id else None
+            if hit is not None and _same(m, hit[0]):
+                self._reused(hit[1], hit[0], m)
+                out.append(hit[1])
+            else:
+                out.append(self._convert_one(m))
+        return out
 
     def back(self, message: Message) -> BaseMessage:
         entry = self._origin.get(id(message))

@@ -5,6 +5,7 @@ as `Message` records. Anything else is a `MessageFormatError` naming `from_opena
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -127,3 +128,63 @@ def test_call_rejects_what_is_not_a_message_naming_from_openai() -> None:
     with pytest.raises(MessageFormatError, match="unknown or missing role 'robot'"):
         engine([]).call([{"role": "robot", "content": "beep"}], calls.append)
     assert calls == []
+
+
+def growing_history(n: int) -> list[Message]:
+    return [
+        Message(role="user" if i % 2 == 0 else "assistant", content=f"turn {i}", id=f"m{i}")
+        for i in range(n)
+    ]
+
+
+@pytest.mark.spec("R1")
+def test_a_growing_history_is_checked_only_where_it_grew() -> None:
+    """Below T a call looks only at the messages appended since the last call (a
+    history of records costs the same at 300 messages as at 3): a dict appended to it
+    is still read with `from_openai`, and a history edited in the middle reaches the
+    model exactly as it now is."""
+    compressor = Compressor(SummaryConfig(summary_threshold=100))
+    seen: list[list[dict[str, Any]]] = []
+
+    def model(view: Sequence[Message]) -> str:
+        seen.append([message_to_dict(m) for m in view])
+        return "ok"
+
+    history = growing_history(300)
+    compressor.call(history, model)
+    assert compressor._as_messages.checked == 300
+    history = [*history, Message(role="user", content="one more", id="m300")]
+    compressor.call(history, model)
+    assert compressor._as_messages.checked == 301  # only the new message was looked at
+    appended = {"role": "assistant", "content": "an OpenAI dict", "id": "d1"}
+    compressor.call([*history, appended], model)
+    assert seen[-1] == [message_to_dict(m) for m in history] + [
+        message_to_dict(from_openai(appended))
+    ]
+    edited = [*history[:150], Message(role="user", content="edited", id="m150"), *history[151:]]
+    compressor.call(edited, model)
+    assert seen[-1] == [message_to_dict(m) for m in edited]
+    assert seen[-1][150]["content"] == "edited"
+
+
+@pytest.mark.spec("R1")
+@pytest.mark.anyio
+async def test_a_growing_history_is_checked_only_where_it_grew_async() -> None:
+    """The same through `acall`: one appended message, one message looked at; an
+    appended dict is read with `from_openai`."""
+    compressor = Compressor(SummaryConfig(summary_threshold=100))
+    seen: list[list[dict[str, Any]]] = []
+
+    async def model(view: Sequence[Message]) -> str:
+        seen.append([message_to_dict(m) for m in view])
+        return "ok"
+
+    history = growing_history(300)
+    await compressor.acall(history, model)
+    history = [*history, Message(role="user", content="one more", id="m300")]
+    await compressor.acall(history, model)
+    assert compressor._as_messages.checked == 301
+    appended = {"role": "user", "content": "from a dict", "id": "d2"}
+    await compressor.acall([*history, appended], model)
+    assert seen[-1][-1] == message_to_dict(from_openai(appended))
+    assert seen[-1][:-1] == [message_to_dict(m) for m in history]

@@ -168,7 +168,7 @@ def test_summary_message_becomes_a_human_message() -> None:
 def test_history_conversion_is_incremental() -> None:
     """Per-call overhead does not grow with history: a grown list converts only its
     new messages and returns the same core objects for the old ones; a reloaded
-    (equal but new) list reuses them too; an edit reconverts from the edit on."""
+    (equal but new) list reuses them too; an edit converts only the edited message."""
     conv = HistoryConverter()
     msgs = [HumanMessage(f"m{i}", id=f"id{i}") for i in range(200)]
     first = conv.convert(msgs)
@@ -182,8 +182,9 @@ def test_history_conversion_is_incremental() -> None:
     assert conv.converted == 201 and all(a is b for a, b in zip(second, third, strict=True))
     edited = [*reloaded[:150], HumanMessage("edited", id="id150"), *reloaded[151:]]
     fourth = conv.convert(edited)
-    assert conv.converted == 201 + 51
+    assert conv.converted == 201 + 1  # only the edited message: the rest keep their twins
     assert fourth[149] is third[149] and fourth[150].text == "edited"
+    assert all(a is b for a, b in zip(fourth[151:], third[151:], strict=True))
     # back() gives the LangChain message an unchanged core message stands for (an equal
     # one after a reload: the identity-or-equality check keeps the first objects seen)
     assert conv.back(fourth[3]) == reloaded[3] and conv.back(fourth[150]) is edited[150]
@@ -206,6 +207,92 @@ def test_middleware_converts_only_new_messages_per_call() -> None:
     # each turn: the new question is converted; the previous answer too (it arrived via state)
     assert session.converter.converted == 40 + 39
     assert model.main_calls[-1][1:] == agent.get_state(config).values["messages"][:-1]
+
+
+@pytest.mark.spec("R1")
+def test_a_released_history_list_grows_in_place_and_a_held_one_never_changes() -> None:
+    """Appending to a history costs no copy of it: once nobody holds the core list
+    handed out last time, the next call grows that same list; a list a caller still
+    holds is never changed (the next call builds a new one)."""
+    conv = HistoryConverter()
+    msgs = [HumanMessage(f"m{i}", id=f"id{i}") for i in range(100)]
+    held = conv.convert(msgs)
+    grown = conv.convert([*msgs, AIMessage("a", id="a")])
+    assert len(held) == 100 and grown is not held  # ``held`` is still referenced here
+    assert [m.text for m in grown[-2:]] == ["m99", "a"]
+    grown_id = id(grown)
+    del grown
+    third = conv.convert([*msgs, AIMessage("a", id="a"), HumanMessage("b", id="b")])
+    # the old list is freed only after the new one exists: a copy would have another id
+    assert id(third) == grown_id and len(third) == 102 and third[-1].text == "b"
+    assert conv.converted == 102
+
+
+def _edited_thread_check(agent: Any, model: FakeToolChatModel, mw: Any, config: Any) -> None:
+    state = agent.get_state(config).values["messages"]
+    assert model.main_calls[-1][1:] == state[:-1]  # exactly the edited history, then its answer
+    assert [m.content for m in model.main_calls[-1][1:5]] == [
+        "q0",
+        "answer 0",
+        "q1",
+        "edited question 2",
+    ]
+    assert "answer 1" not in [m.content for m in model.main_calls[-1]]
+    (session,) = mw._sessions.values()
+    # 12 turns: each call converts its question and the previous answer (23 messages);
+    # the call after the edit converts the last answer, the edited question and the new
+    # question, nothing of what surrounds the edit
+    assert session.converter.converted == 23 + 3
+
+
+def _edit_turns(model_answers: int) -> tuple[FakeToolChatModel, Any, Any]:
+    model = FakeToolChatModel([f"answer {i}" for i in range(model_answers)])
+    mw = ArsSummarizationMiddleware(
+        SummaryConfig(summary_threshold=1000), backend=FsspecBackend("memory://edit-mid")
+    )
+    return model, mw, build_agent(model, mw)
+
+
+def _edits(messages: list[Any]) -> list[Any]:
+    from langchain_core.messages import RemoveMessage
+
+    answer_1 = messages[3]
+    assert answer_1.content == "answer 1"
+    return [RemoveMessage(id=answer_1.id), HumanMessage("edited question 2", id="q2")]
+
+
+@pytest.mark.spec("R1", "R51")
+def test_an_edit_in_the_middle_of_a_thread_reaches_the_model_sync() -> None:
+    """update_state removes an answer and replaces a question in the middle of a
+    12-turn thread: the next model call gets exactly the edited history (the
+    incremental conversion sees the edit), converting only what changed."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model, mw, build = _edit_turns(13)
+    agent = build(InMemorySaver())
+    config = {"configurable": {"thread_id": "edit-mid"}}
+    for i in range(12):
+        agent.invoke({"messages": [HumanMessage(f"q{i}", id=f"q{i}")]}, config)
+    agent.update_state(config, {"messages": _edits(agent.get_state(config).values["messages"])})
+    agent.invoke({"messages": [HumanMessage("q12", id="q12")]}, config)
+    _edited_thread_check(agent, model, mw, config)
+
+
+@pytest.mark.spec("R1", "R51")
+@pytest.mark.anyio
+async def test_an_edit_in_the_middle_of_a_thread_reaches_the_model_async() -> None:
+    """The same through ``ainvoke`` / ``aupdate_state``."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model, mw, build = _edit_turns(13)
+    agent = build(InMemorySaver())
+    config = {"configurable": {"thread_id": "edit-mid-async"}}
+    for i in range(12):
+        await agent.ainvoke({"messages": [HumanMessage(f"q{i}", id=f"q{i}")]}, config)
+    state = (await agent.aget_state(config)).values["messages"]
+    await agent.aupdate_state(config, {"messages": _edits(state)})
+    await agent.ainvoke({"messages": [HumanMessage("q12", id="q12")]}, config)
+    _edited_thread_check(agent, model, mw, config)
 
 
 @pytest.mark.parametrize(
