@@ -80,6 +80,11 @@ class Compressor:
     ``stable_views`` (default on) keeps sending the kept messages in the form
     the last L2 request sent them, so prompt caches stay valid; ``False`` is
     the literal rule (below T every message goes out unchanged).
+    ``lean_rounds`` (default off) sizes each L2 round from its task: the
+    summary may take the whole task plus ``T/8``, the summary model reads what
+    it keeps whole plus ``T/8`` of the rest, and the cutoff keeps fewer than
+    ``summary_keep_messages`` when needed so the new view falls under the L2
+    threshold (the next round waits for new messages to fill the window).
     """
 
     def __init__(
@@ -95,6 +100,7 @@ class Compressor:
         summary_input_tokens: int | None = None,
         is_overflow: OverflowClassifier = is_context_overflow,
         stable_views: bool = True,
+        lean_rounds: bool = False,
     ) -> None:
         self.config = config or SummaryConfig()
         # names, URLs, classes and plain counters go through the plugin registry
@@ -110,6 +116,7 @@ class Compressor:
         self.summary_input_tokens = summary_input_tokens
         self.is_overflow = is_overflow
         self.stable_views = stable_views
+        self.lean_rounds = lean_rounds
         # paths already written, per backend: L1 re-offloads the same results every
         # call (state is never rewritten), so each file is written once per process
         self._written: WrittenPaths = weakref.WeakKeyDictionary()

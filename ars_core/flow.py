@@ -50,6 +50,7 @@ from .events import (
 )
 from .l1 import offload_oversized_user_messages, plan_l1
 from .l2 import (
+    HISTORY_DIR,
     build_summary_message,
     describe_error,
     history_file,
@@ -59,7 +60,13 @@ from .l2 import (
 )
 from .messages import Message
 from .retention import Retention, audit_retention, task_statement
-from .summarize import ExtractiveSummarizer, SummaryResult, condense_history, summary_budget
+from .summarize import (
+    ExtractiveSummarizer,
+    SummaryResult,
+    condense_history,
+    summary_budget,
+    whole_tokens,
+)
 from .summary_call import InputHalver, RetryPolicy, SummaryCall
 from .usage import Usage
 
@@ -68,6 +75,8 @@ __all__ = ["CallOutcome", "FlowSettings", "StateUpdate", "flow"]
 log = logging.getLogger("ars")
 
 Flow = Generator[Effect, Any, "CallOutcome"]
+#: an archive path of the length the engine writes: sizes the summary message's frame
+_SAMPLE_PATH = f"{HISTORY_DIR}/history-{0:06d}-{0:06d}-{0:016x}.jsonl"
 
 
 @attrs.frozen
@@ -108,6 +117,7 @@ class FlowSettings(Protocol):
     summary_input_tokens: int | None
     is_overflow: Callable[[BaseException], bool]
     stable_views: bool
+    lean_rounds: bool
 
 
 @attrs.define
@@ -198,6 +208,8 @@ class _Cut:
     start: int  # 1 when effective[0] is the previous summary
     previous: int  # the previous event's global cutoff
     global_: int
+    task: list[str]  # the task statement the summary carries (every user request)
+    summary_limit: int  # the tokens the summary may take
 
 
 @attrs.frozen
@@ -353,13 +365,53 @@ def _after_l1(r: _Round, l1: _L1View) -> Flow:
         if not r.overflowed(sent):
             yield r.record("completed", "L1", tokens_after=l1.tokens, **l1.fields)
             return r.outcome(sent, l1.view, "L1", l1.tokens)
-    start = 1 if r.event is not None else 0
-    local = select_cutoff(r.effective, r.settings.config.summary_keep_messages, start=start)
-    if local is None:
+    cut = _cutoff(r, l1)
+    if cut is None:
         return (yield from _l1_fallback(r, l1, sent))
+    return (yield from _level2(r, l1, cut))
+
+
+def _cutoff(r: _Round, l1: _L1View) -> _Cut | None:
+    """Where the summarized part ends: the latest ``keep`` messages are kept.
+    With lean rounds, fewer when the view (summary at its bound + kept messages) would not fall
+    under the L2 threshold, so the next round waits for new messages to fill
+    the window again. With ``keep`` or fewer messages, a cut is made only when
+    they do not fit the window. ``None`` when no valid cutoff exists."""
+    s = r.settings
+    keep, start = s.config.summary_keep_messages, 1 if r.event is not None else 0
+    preferred = select_cutoff(r.effective, keep, start=start)
+    if not s.lean_rounds:  # the latest `keep` messages, a summary at the configured bound
+        if preferred is None:
+            return None
+        global_ = to_global_cutoff(preferred, r.event)
+        task = task_statement(r.state[:global_])
+        previous = r.event.cutoff if r.event is not None else 0
+        return _Cut(preferred, start, previous, global_, task, s.config.summary_token_limit)
+    if preferred is None and l1.tokens <= r.threshold:
+        return None  # keep or fewer messages that fit the window: sent as they are
+    preferred_global = (
+        to_global_cutoff(preferred, r.event) if preferred is not None else len(r.state)
+    )
+    task = task_statement(r.state[:preferred_global])
+    limit = summary_budget(s.config, s.estimator.count_text("\n\n".join(task)))
+    frame = build_summary_message("", cutoff=len(r.state), file_path=_SAMPLE_PATH)
+    budget = r.l2_threshold - r.extra - limit - message_tokens(s.estimator, frame)
+    local = select_cutoff(
+        r.effective,
+        keep,
+        start=start,
+        budget=budget,
+        tokens=lambda i: message_tokens(s.estimator, l1.view[i]),
+    )
+    if local is None:
+        return None
     global_ = to_global_cutoff(local, r.event)
+    if global_ > preferred_global:  # requests cut beyond the preferred cut join the task
+        task = list(dict.fromkeys([*task, *task_statement(r.state[preferred_global:global_])]))
+    elif global_ < preferred_global:  # no preferred cut: the task ends at this one
+        task = task_statement(r.state[:global_])
     previous = r.event.cutoff if r.event is not None else 0
-    return (yield from _level2(r, l1, _Cut(local, start, previous, global_)))
+    return _Cut(local, start, previous, global_, task, limit)
 
 
 def _l1_fallback(r: _Round, l1: _L1View, sent: ModelResult | None) -> Flow:
@@ -416,9 +468,7 @@ def _level2(r: _Round, l1: _L1View, cut: _Cut) -> Flow:
 def _audit(r: _Round, cut: _Cut, view: Sequence[Message]) -> Retention:
     """The retention audit of the view this round sends: the task (every user
     request up to the cutoff) and the anchors of the newly summarized messages."""
-    retention = audit_retention(
-        r.raw[cut.start : cut.local], view, task=task_statement(r.state[: cut.global_])
-    )
+    retention = audit_retention(r.raw[cut.start : cut.local], view, task=cut.task)
     if retention.missing:
         log.warning(
             "ARS: the summarized view lost %d of %d anchors (task %.0f%% kept): %s",
@@ -436,14 +486,18 @@ def _summarize(r: _Round, l1: _L1View, cut: _Cut) -> Generator[Effect, Any, Summ
     archive = history_file(
         r.raw[cut.start : cut.local], start=cut.previous, end=cut.global_, thread=r.thread
     )
+    history = l1.view[: cut.local]
+    # what is kept whole (previous summary, requests, newest message) + T/8 of the rest
     budget = s.summary_input_tokens or max(1024, r.threshold // 2)
-    cleaned = condense_history(l1.view[: cut.local], budget, s.estimator)
+    if s.lean_rounds and not s.summary_input_tokens:
+        budget = min(budget, whole_tokens(history, s.estimator) + r.threshold // 8)
+    cleaned = condense_history(history, budget, s.estimator)
     call = SummaryCall(
         cleaned,
         s.config.summary_prompt,
-        summary_budget(s.config),
+        cut.summary_limit,
         policy=RetryPolicy.from_config(s.config, s.is_overflow),
-        halver=InputHalver(l1.view[: cut.local], s.estimator),
+        halver=InputHalver(history, s.estimator),
     )
     archive_error, summary = yield ArchiveAndSummarize(archive, call)
     file_path = None if archive_error is not None else archive.path
@@ -465,7 +519,7 @@ def _new_event(
     """The event for ``summary``; a failed summary never raises: the summary
     message holds the error text and a deterministic fallback summary."""
     s = r.settings
-    limit = s.config.summary_token_limit
+    limit = cut.summary_limit
     # a wrapped failure is described by what the summarizer raised
     raw = summary.cause if isinstance(summary, SummarizerError) and summary.cause else summary
     checked = validate_summary(raw, limit=limit, estimator=s.estimator)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -138,16 +138,31 @@ def tool_pairs(messages: Sequence[Message]) -> list[tuple[int, int]]:
     return pairs
 
 
-def select_cutoff(messages: Sequence[Message], keep: int, *, start: int = 0) -> int | None:
+def select_cutoff(
+    messages: Sequence[Message],
+    keep: int,
+    *,
+    start: int = 0,
+    budget: int | None = None,
+    tokens: Callable[[int], int] | None = None,
+) -> int | None:
     """The local cutoff: ``messages[start:cutoff]`` are summarized, ``messages[cutoff:]`` kept.
 
     ``start`` is 1 when ``messages[0]`` is the previous summary. Prefers keeping
     at least ``keep`` messages; moves the cut earlier so that no tool call is
     separated from its results, and only when that leaves nothing to summarize
     moves it later. ``None`` when no valid cutoff exists.
+
+    With a ``budget`` (tokens the kept messages may take, ``tokens(i)`` being
+    the size of message ``i`` as it will be sent), fewer than ``keep`` messages
+    are kept when needed: the cut moves later, to the first valid cut whose
+    kept messages fit the budget; when none fits, the kept part is the
+    smallest valid one (the last message, or the last tool calls with their
+    results). Then a cut exists even with ``keep`` or fewer messages, when
+    they do not fit. Only the kept messages are counted.
     """
     n = len(messages)
-    if n - start <= keep:
+    if n - start <= (keep if budget is None or tokens is None else 1):
         return None
     forbidden = [False] * (n + 1)
     for call_i, result_i in tool_pairs(messages):
@@ -157,7 +172,29 @@ def select_cutoff(messages: Sequence[Message], keep: int, *, start: int = 0) -> 
     for i, m in enumerate(messages):
         if m.role == "tool":
             forbidden[i] = True
-    target = n - keep
+    cut = _preferred_cut(forbidden, n - keep, start, n) if n - start > keep else None
+    if budget is None or tokens is None:
+        return cut
+    # the earliest position whose suffix fits the budget (never the whole of it: n)
+    lowest = cut if cut is not None else start
+    fits, total = n, 0
+    for i in range(n - 1, lowest - 1, -1):
+        total += tokens(i)
+        if total > budget:
+            break
+        fits = i
+    if cut is None:
+        if fits == start:  # keep or fewer messages, and they all fit: nothing to cut
+            return None
+        lowest = start + 1
+    later = next((c for c in range(max(fits, lowest), n) if not forbidden[c]), None)
+    if later is not None:
+        return later
+    # nothing from there keeps a valid window: the smallest valid kept part
+    return next((c for c in range(n - 1, lowest - 1, -1) if not forbidden[c]), None)
+
+
+def _preferred_cut(forbidden: Sequence[bool], target: int, start: int, n: int) -> int | None:
     for cut in range(target, start, -1):
         if not forbidden[cut]:
             return cut

@@ -19,6 +19,7 @@ model fails, and the embedded default of the CLI.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -27,6 +28,7 @@ import anyio
 import anyio.to_thread
 import attrs
 
+from .config import SUMMARY_TOKENS_FLOOR
 from .estimate import ApproxEstimator, Estimator, message_tokens
 from .messages import MARK_SUMMARY, Message
 from .prompt import media_reference, render_history, render_prompt
@@ -49,6 +51,7 @@ __all__ = [
     "render_history",
     "render_prompt",
     "summary_budget",
+    "whole_tokens",
 ]
 
 
@@ -286,10 +289,29 @@ MIN_REQUEST_CHARS = 80
 _NOTE_CHARS = 48
 
 
-def summary_budget(config: Any) -> int:
+def summary_budget(config: Any, task_tokens: int | None = None) -> int:
     """The tokens a summary may take under ``config`` (a
-    :class:`~ars_core.config.SummaryConfig`): its ``summary_token_limit``."""
-    return int(config.summary_token_limit)
+    :class:`~ars_core.config.SummaryConfig`): its ``summary_token_limit``.
+
+    Sized from the task it carries (lean rounds), when that takes
+    ``task_tokens``: ``summary_max_tokens`` when set; otherwise room for the
+    whole task (at its :data:`TASK_SHARE` of the summary) plus ``T/8`` for
+    the rest (files, tool calls, errors, conclusions), at least 256 tokens and
+    never more than ``summary_token_limit``. A summary sized from its task is
+    cheap to write and to resend, and leaves the kept messages room under the
+    L2 threshold."""
+    if task_tokens is None or config.summary_max_tokens is not None:
+        return int(config.summary_token_limit)
+    wanted = math.ceil(task_tokens / TASK_SHARE) + int(config.threshold_tokens) // 8
+    return min(int(config.summary_token_limit), max(SUMMARY_TOKENS_FLOOR, wanted))
+
+
+def whole_tokens(messages: Sequence[Message], estimator: Estimator) -> int:
+    """Tokens of what :func:`condense_history` keeps whole in ``messages``: the
+    previous summary, system messages, every user request and the newest message
+    (the summary input budget is sized from them)."""
+    fixed, _ = _kept_whole(messages)
+    return sum(message_tokens(estimator, messages[i]) for i in fixed)
 
 
 def bound_summarizer(summarizer: Any, summary_tokens: int) -> Any:
