@@ -8,6 +8,7 @@ replayed through the replay library (:func:`ars_core.replay.replay_messages`).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 from ars_core import (
     ApproxEstimator,
+    Estimator,
     ExtractiveSummarizer,
     FsspecBackend,
     Message,
@@ -22,6 +24,7 @@ from ars_core import (
     SummaryResult,
     TiktokenEstimator,
     ToolCall,
+    default_estimator,
 )
 from ars_core.engine import CallOutcome
 from ars_core.replay import Run, replay_messages
@@ -140,6 +143,20 @@ class MeteredExtractive:
         self.stats.summary_in += self.o200k.text(rendered)
         self.stats.summary_out += self.o200k.text(text)
         return text
+
+
+def default_without_tiktoken() -> Estimator:
+    """The estimator the engine picks by default when tiktoken is not installed
+    (``default_estimator()`` with ``import tiktoken`` failing)."""
+    saved = sys.modules.get("tiktoken")
+    sys.modules["tiktoken"] = None  # type: ignore[assignment]  # import tiktoken -> ImportError
+    try:
+        return default_estimator()
+    finally:
+        if saved is None:
+            del sys.modules["tiktoken"]
+        else:
+            sys.modules["tiktoken"] = saved
 
 
 # ================================================================== the policies
@@ -345,7 +362,7 @@ def _row(
     for i, run in enumerate(run_list):
         tokens_none(run, threshold, o200k, row["no compression"])
         tokens_ars(run, k, o200k, row["ARS"], keep)
-        tokens_ars(run, k, o200k, row["ARS, without tiktoken"], keep, ApproxEstimator())
+        tokens_ars(run, k, o200k, row["ARS, without tiktoken"], keep, default_without_tiktoken())
         tokens_ars(run, k, o200k, row["ARS, o200k estimator"], keep, o200k.est)
         tokens_ars(run, k, o200k, row["ARS, usage-calibrated"], keep, calibrate=True)
         tokens_langchain(run, threshold, o200k, row["LangChain"], keep, lc)
@@ -388,8 +405,8 @@ _INTRO = (
     '"placeholders" are summary rounds in which the summarizer was not called (counted by the '
     "calls, not by the text). Every request of every policy is counted the same way{ids}. "
     '"ARS" is its default configuration (the engine\'s default estimator); '
-    '"ARS, without tiktoken" decides with the approx estimator, the fallback when tiktoken is '
-    "not installed. "
+    '"ARS, without tiktoken" is that configuration with tiktoken\'s import failing: the engine '
+    "then picks the approx estimator and keeps its safety margin. "
     '"ARS, usage-calibrated" is ARS with its approx estimator calibrated, after each '
     "request, by that request's o200k count standing in for the provider's reported usage (as "
     'the adapters do with `usage_metadata`). "ARS, o200k estimator" is ARS deciding with '

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ars_core import ApproxEstimator, TiktokenEstimator, read_messages
+from ars_core import ApproxEstimator, TiktokenEstimator, default_estimator, read_messages
 from ars_core.replay import SAMPLE_DIR
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -318,6 +318,23 @@ def test_placeholders_are_rounds_without_a_summarizer_call() -> None:
     stats.add_summary(before)
     stats.add_summary(stats.summary_calls)  # a round in which it did not run
     assert (stats.summaries, stats.placeholders) == (2, 1)
+
+
+@pytest.mark.spec("R3", "R57")
+def test_the_without_tiktoken_row_uses_the_engines_own_fallback() -> None:
+    """B's "ARS, without tiktoken" decides with what the engine picks when tiktoken's
+    import fails (the approximate estimator and its margin), and leaves tiktoken importable."""
+    sys.path.insert(0, str(REPO_ROOT))
+    try:
+        from benchmarks.tokens import default_without_tiktoken
+    finally:
+        sys.path.remove(str(REPO_ROOT))
+    import tiktoken
+
+    est = default_without_tiktoken()
+    assert type(est) is ApproxEstimator and est.margin == ApproxEstimator.error_margin > 0
+    assert sys.modules["tiktoken"] is tiktoken
+    assert type(default_estimator()) is TiktokenEstimator
 
 
 def test_estimator_tables(smoke: tuple[str, dict[str, object], str]) -> None:

@@ -24,6 +24,7 @@ import pytest
 from ars_core import (
     ApproxEstimator,
     Compressor,
+    Estimator,
     ExtractiveSummarizer,
     FsspecBackend,
     Message,
@@ -41,9 +42,12 @@ SAMPLES = sorted(SAMPLE_DIR.glob("*.jsonl.gz"))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``python -m ars_core ARGS`` in ``cwd``, the repository importable."""
-    env = dict(os.environ)
+def run_cli(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m ars_core ARGS`` in ``cwd``, the repository importable; ``env`` adds
+    variables (its ``PYTHONPATH`` goes after the repository's)."""
+    env = {**os.environ, **(env or {})}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(
         os.pathsep
     )
@@ -62,14 +66,23 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 # ------------------------------------------------------------------ the oracle
 
 
-def library_replay(path: Path, threshold: float, keep: int = 10) -> dict[str, Any]:
-    """Replay one run with the library API only: the figures the CLI must print."""
+def library_replay(
+    path: Path,
+    threshold: float,
+    keep: int = 10,
+    *,
+    estimator: Estimator | None = None,
+    counter: Estimator | None = None,
+) -> dict[str, Any]:
+    """Replay one run with the library API only: the figures the CLI must print.
+    ``estimator`` decides (default: the library default); ``counter`` counts what the
+    report shows (default: o200k)."""
     messages = read_messages(path)
     system: Message | None = None
     if messages[0].role == "system":
         system, messages = messages[0], messages[1:]
-    est = default_estimator()  # decides (the library default)
-    o200k = TiktokenEstimator("o200k_base")  # counts what the report shows
+    est = estimator if estimator is not None else default_estimator()
+    o200k = counter if counter is not None else TiktokenEstimator("o200k_base")
     config = SummaryConfig(summary_threshold=threshold, summary_keep_messages=keep)
     compressor = Compressor(
         config,
@@ -398,6 +411,47 @@ def test_replay_with_tiktoken_estimator(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.spec("R3", "R57")
+def test_replay_totals_are_exact_o200k_whatever_estimator_decides(tmp_path: Path) -> None:
+    """ARS decides with the approximate estimator; the report's totals are still the
+    exact o200k counts of what was sent (and would have been sent without ARS)."""
+    run = SAMPLE_DIR / "django__django-16502.jsonl.gz"
+    result = run_cli(
+        "replay", str(run), "--estimator", "approx", "--threshold", "8", "--json", cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert (doc["estimator"], doc["counted_with"]) == ("approx", "tiktoken:o200k_base")
+    r = doc["runs"][0]
+    oracle = library_replay(run, 8, estimator=ApproxEstimator())
+    assert r["tokens_sent_total"] == sum(oracle["sent"])
+    assert r["tokens_without_total"] == sum(oracle["without"])
+    assert [c["tokens_sent"] for c in r["calls"]] == oracle["sent"]
+    assert r["over_threshold"] == sum(s > 8192 for s in oracle["sent"]) == 0
+    # the approximate count of the same requests differs: the figures are o200k's
+    by_approx = library_replay(run, 8, estimator=ApproxEstimator(), counter=ApproxEstimator())
+    assert sum(by_approx["without"]) != r["tokens_without_total"]
+
+
+@pytest.mark.spec("R3", "R57")
+def test_replay_without_tiktoken_decides_and_counts_with_approx(tmp_path: Path) -> None:
+    """With tiktoken not installed (an import that fails), ``ars replay`` decides and
+    counts with the approximate estimator, and says so."""
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "tiktoken.py").write_text("raise ImportError('tiktoken is not installed')\n")
+    run = SAMPLE_DIR / "django__django-16502.jsonl.gz"
+    env = {"PYTHONPATH": str(shim)}
+    result = run_cli("replay", str(run), "--threshold", "8", "--json", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert (doc["estimator"], doc["counted_with"]) == ("approx", "approx")
+    oracle = library_replay(run, 8, estimator=ApproxEstimator(), counter=ApproxEstimator())
+    r = doc["runs"][0]
+    assert [c["tokens_sent"] for c in r["calls"]] == oracle["sent"]
+    assert r["tokens_without_total"] == sum(oracle["without"])
+
+
 # ------------------------------------------------------------------ estimate
 
 
@@ -455,7 +509,11 @@ def test_replay_shows_per_call_progress_on_a_terminal_only(tmp_path: Path) -> No
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "ars_core", "replay", str(run), "--threshold", "8", "--json"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=secondary, text=True,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+        text=True,
     )
     os.close(secondary)
     chunks = []
@@ -483,9 +541,21 @@ def test_a_failing_summarizer_makes_replay_fail_unless_allowed(tmp_path: Path) -
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(FIXTURE_PLUGIN)])}
     env.pop("ARS_PLUGINS", None)
     run = str(SAMPLE_DIR / "django__django-16502.jsonl.gz")
-    args = [sys.executable, "-m", "ars_core", "replay", run, "--threshold", "8", "--json",
-            "--summarizer", "failing"]
-    failed = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    args = [
+        sys.executable,
+        "-m",
+        "ars_core",
+        "replay",
+        run,
+        "--threshold",
+        "8",
+        "--json",
+        "--summarizer",
+        "failing",
+    ]
+    failed = subprocess.run(
+        args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert failed.returncode == 1
     total = json.loads(failed.stdout)["total"]
     assert total["summary_errors"] == total["summary_calls"] == total["l2_rounds"] > 0
@@ -497,7 +567,11 @@ def test_a_failing_summarizer_makes_replay_fail_unless_allowed(tmp_path: Path) -
         "accept that"
     ]
     allowed = subprocess.run(
-        [*args, "--allow-summary-errors"], cwd=tmp_path, env=env, capture_output=True, text=True,
+        [*args, "--allow-summary-errors"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=300,
     )
     assert allowed.returncode == 0 and allowed.stderr == ""
@@ -672,16 +746,13 @@ def test_help_exits_zero(tmp_path: Path) -> None:
 FIXTURE_PLUGIN = REPO_ROOT / "tests" / "core" / "fixture_plugin"
 
 
-def test_plugins_lists_what_is_registered_and_where_it_came_from(tmp_path: Path) -> None:
+def test_plugins_lists_what_is_registered_and_where_it_came_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``ars plugins``: JSON, one entry per plugin (built-ins, the adapter's entry point, a
     third-party distribution), with the components each one registers."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), str(FIXTURE_PLUGIN)])
-    env.pop("ARS_PLUGINS", None)
-    result = subprocess.run(
-        [sys.executable, "-m", "ars_core", "plugins"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
-    )
+    monkeypatch.delenv("ARS_PLUGINS", raising=False)
+    result = run_cli("plugins", cwd=tmp_path, env={"PYTHONPATH": str(FIXTURE_PLUGIN)})
     assert result.returncode == 0, result.stderr
     plugins = {p["name"]: p for p in json.loads(result.stdout)}
     builtins = plugins["ars.builtins"]
@@ -691,17 +762,16 @@ def test_plugins_lists_what_is_registered_and_where_it_came_from(tmp_path: Path)
     assert builtins["summarizers"] == ["extractive"]
     fixture = plugins["fixture"]
     assert (fixture["distribution"], fixture["version"], fixture["module"]) == (
-        "ars-fixture-plugin", "0.1", "ars_fixture_plugin"
+        "ars-fixture-plugin",
+        "0.1",
+        "ars_fixture_plugin",
     )
     assert fixture["hooks"] == ["compression_event", "register_estimators", "register_summarizers"]
     assert fixture["estimators"] == ["words"] and fixture["summarizers"] == ["failing"]
     assert plugins["langchain"]["module"] == "ars_langchain.plugin"
 
-    env["ARS_PLUGINS"] = "fixture"
-    limited = subprocess.run(
-        [sys.executable, "-m", "ars_core", "plugins"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
-    )
+    env = {"PYTHONPATH": str(FIXTURE_PLUGIN), "ARS_PLUGINS": "fixture"}
+    limited = run_cli("plugins", cwd=tmp_path, env=env)
     assert [p["name"] for p in json.loads(limited.stdout)] == ["ars.builtins", "fixture"]
 
 
