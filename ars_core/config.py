@@ -16,7 +16,13 @@ import attrs
 
 from .errors import ConfigError
 
-__all__ = ["CONFIG_FIELDS", "DEFAULT_SUMMARY_PROMPT", "SummaryConfig"]
+__all__ = [
+    "CONFIG_FIELDS",
+    "DEFAULT_SUMMARY_PROMPT",
+    "DEFAULT_THRESHOLD_K",
+    "MODEL_WINDOW_SHARE",
+    "SummaryConfig",
+]
 
 DEFAULT_SUMMARY_PROMPT = """你是一个负责压缩长对话上下文的助手。下面是智能体与用户之间较早的对话历史（包括工具调用和工具结果）。
 请生成一份简洁而完整的摘要，供智能体继续工作时替代这段历史。摘要必须保留：
@@ -36,6 +42,10 @@ DEFAULT_SUMMARY_PROMPT = """你是一个负责压缩长对话上下文的助手�
 
 #: the default summary bound is the L2 threshold, at least this, and at most T/2
 SUMMARY_TOKENS_FLOOR = 256
+#: ``summary_threshold`` (K tokens) when it is not set and the model's window is unknown
+DEFAULT_THRESHOLD_K = 100
+#: with no ``summary_threshold``, T is this share of the model's input window (as deepagents)
+MODEL_WINDOW_SHARE = 0.85
 
 
 def _positive_int(field: str) -> Any:
@@ -47,6 +57,8 @@ def _positive_int(field: str) -> Any:
 
 
 def _threshold(_: Any, __: Any, value: Any) -> None:
+    if value is None:  # follow the model's window, else DEFAULT_THRESHOLD_K
+        return
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
@@ -120,12 +132,20 @@ class SummaryConfig:
     """The summary fields of an agent's Context: the seed's five, with the
     seed's defaults, ``summary_max_tokens``, the bound on a summary, and the
     controls of the summary call (timeout, transient retries with backoff,
-    retries with a halved input after an overflow)."""
+    retries with a halved input after an overflow).
 
-    summary_threshold: float = attrs.field(
-        default=100,
+    ``summary_threshold`` left unset (``None``) follows the model: the adapters
+    set T to 85% of the main model's input window when they know it
+    (:meth:`following_model`), and to the seed's 100K otherwise. A value that
+    is set always wins."""
+
+    summary_threshold: float | None = attrs.field(
+        default=None,
         validator=_threshold,
-        metadata=_meta("entry threshold in K tokens; x1024 gives the token threshold"),
+        metadata=_meta(
+            "entry threshold in K tokens; x1024 gives the token threshold; unset: 85% of "
+            "the main model's input window when known, else 100"
+        ),
     )
     summary_keep_messages: int = attrs.field(
         default=10,
@@ -207,8 +227,35 @@ class SummaryConfig:
 
     @property
     def threshold_tokens(self) -> int:
-        """The entry threshold ``T`` in tokens."""
-        return int(self.summary_threshold * 1024)
+        """The entry threshold ``T`` in tokens (``summary_threshold`` x 1024, 100K
+        when it is not set)."""
+        k = self.summary_threshold if self.summary_threshold is not None else DEFAULT_THRESHOLD_K
+        return int(k * 1024)
+
+    def following_model(self, max_input_tokens: int | None) -> SummaryConfig:
+        """This config with T set from the main model's input window
+        (``max_input_tokens``: a LangChain profile's, a LlamaIndex LLM's
+        ``context_window``): ``MODEL_WINDOW_SHARE`` of it, when
+        ``summary_threshold`` is not set and the window is a positive integer.
+        A configured ``summary_threshold`` always wins (``self`` is returned)."""
+        window = max_input_tokens
+        if (
+            self.summary_threshold is not None
+            or isinstance(window, bool)
+            or not isinstance(window, int)
+            or window <= 0
+        ):
+            return self
+        tokens = max(1, int(window * MODEL_WINDOW_SHARE))
+        return attrs.evolve(self, summary_threshold=tokens / 1024)  # exact: tokens x 1024 / 1024
+
+    def threshold_source(self, max_input_tokens: int | None) -> str | None:
+        """Where :meth:`following_model` takes T from, in words (``None`` when
+        the window is not used)."""
+        if self.following_model(max_input_tokens) is self:
+            return None
+        share = round(MODEL_WINDOW_SHARE * 100)
+        return f"{share}% of the model's {max_input_tokens:,}-token input window"
 
     @property
     def l2_threshold_tokens(self) -> int:

@@ -117,6 +117,8 @@ class Compressor:
         self.is_overflow = is_overflow
         self.stable_views = stable_views
         self.lean_rounds = lean_rounds
+        #: where T comes from when an adapter set it from the model's window (events say so)
+        self.threshold_source: str | None = None
         # paths already written, per backend: L1 re-offloads the same results every
         # call (state is never rewritten), so each file is written once per process
         self._written: WrittenPaths = weakref.WeakKeyDictionary()
@@ -125,6 +127,13 @@ class Compressor:
         self._as_messages = CheckedHistories()
 
     # ------------------------------------------------------------ public API
+
+    def follow_model(self, config: SummaryConfig, max_input_tokens: int | None) -> None:
+        """Use ``config``, with T taken from the main model's input window when
+        ``summary_threshold`` is not set (:meth:`SummaryConfig.following_model`);
+        the stream events then say where T came from."""
+        self.config = config.following_model(max_input_tokens)
+        self.threshold_source = config.threshold_source(max_input_tokens)
 
     def call(
         self,

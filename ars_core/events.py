@@ -436,6 +436,8 @@ class CompressionEvent:
     error: str | None = None
     timestamp: str = attrs.field(factory=_now)
     retention: Retention | None = None
+    #: where T came from when it follows the model ("85% of the model's ... window")
+    threshold_source: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable payload (the ``data`` of an SSE frame)."""
@@ -464,6 +466,8 @@ class CompressionEvent:
             out["error"] = self.error
         if self.retention is not None:
             out["retention"] = self.retention.to_dict()
+        if self.threshold_source is not None:
+            out["threshold_source"] = self.threshold_source
         return out
 
 
@@ -477,7 +481,9 @@ def describe_event(event: CompressionEvent | Mapping[str, Any]) -> str:
     ``started L1: 8,422 tokens ≥ T 16,384``,
     ``completed L1: 8,422 → 3,120 tokens (T 16,384), 2 tool results offloaded``,
     ``completed L2: 8,422 → 3,120 tokens (T 16,384), history archived to outputs/...``,
-    ``failed L2: 8,422 tokens (T 16,384), SummarizerError: ...``.
+    ``failed L2: 8,422 tokens (T 16,384), SummarizerError: ...``; when T follows
+    the model, where it came from: ``(T 108,800: 85% of the model's 128,000-token
+    input window)``.
     Takes the event or its JSON form (:meth:`CompressionEvent.to_dict`, an SSE
     frame's data), so a client can describe what it received.
     """
@@ -485,15 +491,18 @@ def describe_event(event: CompressionEvent | Mapping[str, Any]) -> str:
     phase, level = data.get("phase"), data.get("level")
     before, after = data.get("tokens_before"), data.get("tokens_after")
     limit = data.get("threshold")
+    source = data.get("threshold_source")
     head = f"{phase} {level}"
     if data.get("forced"):
         head += " (forced by a context overflow)"
     if phase == "started":
         if isinstance(before, int) and isinstance(limit, int):
             compared = "≥" if before >= limit else "<"
-            return f"{head}: {_tokens(before)} tokens {compared} T {_tokens(limit)}"
+            of = f" ({source})" if source else ""
+            return f"{head}: {_tokens(before)} tokens {compared} T {_tokens(limit)}{of}"
         return f"{head}: {_tokens(before)} tokens"
-    bound = f" (T {_tokens(limit)})" if isinstance(limit, int) else ""
+    of = f": {source}" if source else ""
+    bound = f" (T {_tokens(limit)}{of})" if isinstance(limit, int) else ""
     if phase == "failed":
         return f"{head}: {_tokens(before)} tokens{bound}, {data.get('error') or 'unknown error'}"
     text = f"{head}: {_tokens(before)} → {_tokens(after)} tokens{bound}"

@@ -118,6 +118,7 @@ class FlowSettings(Protocol):
     is_overflow: Callable[[BaseException], bool]
     stable_views: bool
     lean_rounds: bool
+    threshold_source: str | None
 
 
 @attrs.define
@@ -150,6 +151,7 @@ class _Round:
             forced=self.forced,
             tokens_before=self.tokens_before,
             threshold=self.settings.config.threshold_tokens,
+            threshold_source=self.settings.threshold_source,
             **kw,
         )
         self.emitted.append(event)
@@ -302,6 +304,7 @@ def _dropped_notice(r: _Round) -> Generator[Effect, Any, None]:
         forced=r.forced,
         tokens_before=r.tokens_before,
         threshold=r.settings.config.threshold_tokens,
+        threshold_source=r.settings.threshold_source,
     )
     failed = attrs.evolve(
         started,

@@ -120,6 +120,22 @@ def event_from_state(raw: Any) -> SummarizationEvent | None:
         return None
 
 
+_DEFAULT_CONFIG = SummaryConfig()
+
+
+def _model_window(model: Any) -> int | None:
+    """The main model's input window: ``model.profile["max_input_tokens"]``
+    (langchain-core's model profile), ``None`` when the model has no profile
+    or the profile does not say."""
+    profile = getattr(model, "profile", None)
+    if not isinstance(profile, Mapping):
+        return None
+    window = profile.get("max_input_tokens")
+    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+        return None
+    return window
+
+
 def _file_scope(context: Any, thread: str) -> str:
     """The file scope of a call: the context's ``ars_file_scope``, else the thread id."""
     return str(_config_value(context, SCOPE_FIELD) or thread)
@@ -163,6 +179,8 @@ class _Session:
     system: Message | None = None
     tools_key: tuple[int, ...] = ()
     tools: list[Any] = field(default_factory=list)
+    configured: SummaryConfig | None = None  # the config before T follows the model
+    window: int | None = None  # the main model's input window it followed
 
 
 @dataclass
@@ -302,16 +320,17 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
     # ------------------------------------------------------------ per-call setup
 
     def _config_for(self, context: Any) -> SummaryConfig:
+        """The configured fields: ``config``, overridden by the context's ``summary_*``."""
         base = self.config
         if not self.use_context or context is None:
-            return base or SummaryConfig()
+            return base or _DEFAULT_CONFIG
         values = tuple(_config_value(context, f) for f in CONFIG_FIELDS)
         if all(v is None for v in values):
-            return base or SummaryConfig()
+            return base or _DEFAULT_CONFIG
         cached = self._config_cache
         if cached is not None and cached[0] == (id(base), *values):
             return cached[1]
-        merged = (base or SummaryConfig()).to_dict()
+        merged = (base or _DEFAULT_CONFIG).to_dict()
         merged.update({f: v for f, v in zip(CONFIG_FIELDS, values, strict=False) if v is not None})
         config = SummaryConfig(**merged)
         self._config_cache = ((id(base), *values), config)
@@ -336,7 +355,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             name=f"callable:{getattr(counter, '__qualname__', type(counter).__name__)}",
         )
 
-    def _session(self, key: tuple[str, str], config: SummaryConfig) -> _Session:
+    def _session(self, key: tuple[str, str], config: SummaryConfig, window: int | None) -> _Session:
         with self._sessions_lock:
             session = self._sessions.get(key)
             if session is None:
@@ -352,8 +371,10 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
                     self._sessions.popitem(last=False)
             else:
                 self._sessions.move_to_end(key)
-                if session.compressor.config != config:
-                    session.compressor.config = config
+            if session.configured is not config or session.window != window:
+                # T follows the main model's input window unless summary_threshold is set
+                session.compressor.follow_model(config, window)
+                session.configured, session.window = config, window
             return session
 
     def _summarizer_for(self, request: ModelRequest[Any]) -> SummarizerLike:
@@ -374,7 +395,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         context = getattr(runtime, "context", None)
         config = self._config_for(context)
         thread, ns = _scope_parts()
-        session = self._session((thread, ns), config)
+        session = self._session((thread, ns), config, _model_window(request.model))
         with session.lock:
             # the event: reuse the parsed one while the stored dict is unchanged
             state: Mapping[str, Any] = request.state

@@ -26,6 +26,10 @@ to files, huge ``write_file``/``edit_file`` arguments truncated), L2 when the
 request is still too big — the new event is appended to the log before
 ``get`` returns. ``compact(force=True)`` is the forced path after the LLM
 raised a context-length error.
+
+With no ``summary_threshold`` configured, T is 85% of the agent's LLM's
+``metadata.context_window`` (the memory's ``llm``, or the one
+:meth:`ArsMemory.bind_agent` binds), else the default 100K.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from typing import Any
 import attrs
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
+from llama_index.core.constants import DEFAULT_CONTEXT_WINDOW
 from llama_index.core.llms import LLM
 from llama_index.core.memory.types import DEFAULT_CHAT_STORE_KEY, BaseMemory
 from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
@@ -84,6 +89,22 @@ log = logging.getLogger("ars.llamaindex")
 EVENT_KEY_SUFFIX = "::ars_event"
 _RECORD_KEY = "ars_event"
 _VERSION = 1
+
+
+def _context_window(llm: LLM | None) -> int | None:
+    """The LLM's input window, ``llm.metadata.context_window``; ``None`` when
+    unknown, including LlamaIndex's placeholder ``DEFAULT_CONTEXT_WINDOW``
+    (3,900), which is what an LLM reports when its window is not known."""
+    if llm is None:
+        return None
+    try:
+        window = llm.metadata.context_window
+    except Exception as exc:  # a provider's metadata property may need settings it lacks
+        log.warning("ARS: could not read the LLM's context window: %s", exc)
+        return None
+    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+        return None
+    return None if window == DEFAULT_CONTEXT_WINDOW else window
 
 
 def _sha(message: ChatMessage) -> str:
@@ -177,6 +198,7 @@ class ArsMemory(BaseMemory):
             summarizer=summarizer,
             is_overflow=is_overflow,
         )
+        self._follow_model(llm)
         self._tools = tool_schemas(tools)
         self._on_event = on_event
         self._is_overflow = is_overflow
@@ -280,6 +302,8 @@ class ArsMemory(BaseMemory):
         """Fill in what the agent knows and the memory was not given: the
         summary model (the agent's own LLM), the system prompt and the tool
         schemas counted in the estimate."""
+        if llm is not None:  # T follows the agent's model, unless summary_threshold is set
+            self._follow_model(llm)
         if llm is not None and not self._summarizer_explicit:
             self._compressor.summarizer = LLMSummarizer(llm, estimator=self._compressor.estimator)
             self._summarizer_explicit = True
@@ -287,6 +311,10 @@ class ArsMemory(BaseMemory):
             self.system_prompt = system_prompt
         if tools is not None and self._tools is None:
             self._tools = tool_schemas(tools)
+
+    def _follow_model(self, llm: LLM | None) -> None:
+        """T from ``llm.metadata.context_window`` when ``summary_threshold`` is not set."""
+        self._compressor.follow_model(self._config, _context_window(llm))
 
     # ------------------------------------------------------------ state
 

@@ -18,6 +18,9 @@ so ``FunctionAgent``/``AgentWorkflow`` accept it) that
   consuming the script), so one scripted LLM can be both the agent's model and
   its summary model.
 
+``context_window`` is what ``metadata.context_window`` reports (ARS's T
+follows it when ``summary_threshold`` is not set).
+
 ``tool_call_style="blocks"`` puts calls in ``ToolCallBlock`` blocks (what
 LlamaIndex's newer integrations do); ``"openai"`` puts OpenAI-style dicts in
 ``additional_kwargs["tool_calls"]``.
@@ -32,7 +35,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
-from llama_index.core.base.llms.types import ChatMessage, ChatResponse, TextBlock, ToolCallBlock
+from llama_index.core.base.llms.types import (
+    ChatMessage,
+    ChatResponse,
+    LLMMetadata,
+    TextBlock,
+    ToolCallBlock,
+)
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.llms.mock import MockFunctionCallingLLM
@@ -145,6 +154,7 @@ class ScriptedLLM(MockFunctionCallingLLM):
     _summary_reply: Any = PrivateAttr(default=None)
     _ids: Any = PrivateAttr(default=None)
     _requests: list[ScriptedRequest] = PrivateAttr(default_factory=list)
+    _context_window: int | None = PrivateAttr(default=None)
 
     def __init__(
         self,
@@ -154,9 +164,11 @@ class ScriptedLLM(MockFunctionCallingLLM):
         estimator: Estimator | None = None,
         tool_call_style: Literal["blocks", "openai"] = "blocks",
         summary_reply: str | Callable[[list[ChatMessage]], str] | None = None,
+        context_window: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self._context_window = context_window
         self._script = list(script) or ["ok"]
         self._max_tokens = max_context_tokens
         self._estimator = estimator or default_estimator()
@@ -169,6 +181,15 @@ class ScriptedLLM(MockFunctionCallingLLM):
     @classmethod
     def class_name(cls) -> str:
         return "ScriptedLLM"
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        """A function-calling chat model; ``context_window`` as given (else
+        LlamaIndex's placeholder for an unknown window)."""
+        meta = super().metadata
+        if self._context_window is not None:
+            meta = meta.model_copy(update={"context_window": self._context_window})
+        return meta
 
     # ------------------------------------------------------------ inspection
 

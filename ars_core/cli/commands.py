@@ -15,7 +15,7 @@ from typing import IO, Any
 import attrs
 
 from .. import __version__
-from ..config import SummaryConfig
+from ..config import DEFAULT_THRESHOLD_K, SummaryConfig
 from ..engine import CallOutcome, Compressor
 from ..errors import ArsError
 from ..estimate import Estimator
@@ -193,7 +193,7 @@ def _json_doc(
 
 def _setup(args: argparse.Namespace) -> _Setup:
     samples = not args.runs
-    default_k = DEMO_THRESHOLD if samples else SummaryConfig().summary_threshold
+    default_k = DEMO_THRESHOLD if samples else DEFAULT_THRESHOLD_K
     config = _config(args, args.threshold if args.threshold is not None else default_k)
     estimator = (
         make_estimator(args.estimator) if args.estimator is not None else Compressor().estimator

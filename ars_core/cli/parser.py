@@ -6,7 +6,7 @@ import argparse
 from typing import NoReturn
 
 from .. import __version__
-from ..config import SummaryConfig
+from ..config import DEFAULT_THRESHOLD_K, SummaryConfig
 from ..replay import DEMO_THRESHOLD
 from .common import CliError
 
@@ -101,7 +101,7 @@ def _add_config_options(rp: argparse.ArgumentParser) -> None:
         type=float,
         metavar="K",
         default=None,
-        help=f"summary_threshold in K tokens (x1024); default {defaults.summary_threshold:g}, "
+        help=f"summary_threshold in K tokens (x1024); default {DEFAULT_THRESHOLD_K}, "
         f"{DEMO_THRESHOLD} for the shipped samples",
     )
     rp.add_argument(

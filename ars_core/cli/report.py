@@ -108,7 +108,7 @@ def _preamble(
         if samples
         else f"{n} recorded run{'s' if n != 1 else ''}"
     )
-    thr = f"threshold {config.summary_threshold:g}K = {t:,} tokens"
+    thr = f"threshold {t / 1024:g}K = {t:,} tokens"
     if demo_threshold:
         thr += " (a demo value for these short runs; the default is 100K, set with --threshold)"
     counted = "" if counted_with == estimator else f"; counted with {counted_with}"

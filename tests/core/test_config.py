@@ -23,7 +23,8 @@ class TestDefaults:
             c.summary_keep_messages,
             c.summary_tool_result_token_limit,
             c.summary_l2_trigger_ratio,
-        ) == (100, 10, 300, 0.4)
+        ) == (None, 10, 300, 0.4)
+        # unset: the adapters follow the model's window when they know it, else the seed's 100K
         assert c.threshold_tokens == 102_400 and c.l2_threshold_tokens == 40_960
         assert "{messages}" in c.summary_prompt and c.summary_prompt == DEFAULT_SUMMARY_PROMPT
         assert "摘要" in DEFAULT_SUMMARY_PROMPT  # the built-in template is Chinese
@@ -90,3 +91,28 @@ class TestValidation:
     def test_config_error_is_a_value_error(self) -> None:
         with pytest.raises(ValueError):
             SummaryConfig(summary_keep_messages=-1)
+
+
+class TestThresholdFollowsTheModel:
+    @pytest.mark.spec("R35")
+    def test_unset_threshold_is_85_percent_of_the_window(self) -> None:
+        """No ``summary_threshold``: T = floor(0.85 x window) exactly; the source is named."""
+        c = SummaryConfig(summary_keep_messages=3)
+        followed = c.following_model(200_000)
+        assert followed.threshold_tokens == 170_000
+        assert followed.summary_keep_messages == 3
+        assert SummaryConfig().following_model(1_001).threshold_tokens == 850
+        assert c.threshold_source(200_000) == "85% of the model's 200,000-token input window"
+
+    @pytest.mark.spec("R35")
+    def test_configured_threshold_and_unknown_windows_keep_the_config(self) -> None:
+        """A set ``summary_threshold`` wins; no window, a bool or a non-positive
+        window leave the config (and its 100K default) as it is."""
+        configured = SummaryConfig(summary_threshold=8)
+        assert configured.following_model(200_000) is configured
+        assert configured.threshold_source(200_000) is None
+        unset = SummaryConfig()
+        for window in (None, 0, -5, True):
+            assert unset.following_model(window) is unset  # type: ignore[arg-type]
+            assert unset.threshold_source(window) is None  # type: ignore[arg-type]
+        assert unset.threshold_tokens == 102_400

@@ -1,15 +1,16 @@
 """The controls users of the peers expect, on a real LangGraph agent
 (``create_agent`` with real checkpointers): oversized user messages offloaded
-in the view."""
+in the view, T following the model's profile."""
 
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-from ars_core import FsspecBackend, SummaryConfig
+from ars_core import FsspecBackend, SummaryConfig, describe_event
 from ars_langchain import ArsSummarizationMiddleware
 from ars_langchain.testing import FakeToolChatModel
 from tests.langchain.helpers import SYSTEM, Runner, build_agent, prose
@@ -54,3 +55,61 @@ def test_oversized_user_message_reaches_the_model_as_a_file_and_preview(
         ("started", "L1", None),
         ("completed", "L1", [path]),
     ]
+
+
+def _turns() -> list[dict[str, Any]]:
+    """Four exchanges of ~200 tokens each: about 1,700 tokens with the system
+    prompt and the tool schemas, no message above 300 tokens."""
+    seed: list[Any] = []
+    for i in range(4):
+        seed += [HumanMessage(prose(f"q{i}", 150), id=f"h{i}"), AIMessage(prose(f"a{i}", 150))]
+    return [{"messages": [*seed, HumanMessage("go on", id="h-last")]}]
+
+
+@pytest.mark.spec("R2", "R35")
+def test_threshold_follows_the_model_profile_when_not_configured(
+    runner: Runner, thread_id: str
+) -> None:
+    """No ``summary_threshold``: T is 85% of the profile's ``max_input_tokens``
+    (exactly 1,275 for 1,500), the events say where T came from; the same
+    request under a 4,000-token window (T 3,400) triggers nothing."""
+    events: dict[int, list[dict[str, Any]]] = {}
+    for window in (1500, 4000):
+        model = FakeToolChatModel(
+            [AIMessage("S", id="s"), AIMessage("done", id="a")],
+            profile={"max_input_tokens": window},
+        )
+        mw = ArsSummarizationMiddleware(SummaryConfig(summary_l2_trigger_ratio=1.0))
+        result = runner.run(build_agent(model, mw), _turns(), cfg(f"{thread_id}-{window}"))
+        assert result.runs[0].error is None
+        events[window] = result.runs[0].compression
+    started, completed = events[1500]
+    source = "85% of the model's 1,500-token input window"
+    assert (started["phase"], started["threshold"], started["threshold_source"]) == (
+        "started",
+        1275,
+        source,
+    )
+    assert 1275 <= started["tokens_before"] < 3400
+    assert describe_event(started) == (
+        f"started L1: {started['tokens_before']:,} tokens ≥ T 1,275 ({source})"
+    )
+    assert completed["phase"] == "completed" and completed["threshold"] == 1275
+    assert events[4000] == []
+
+
+@pytest.mark.spec("R2", "R35")
+def test_configured_threshold_wins_over_the_model_profile(runner: Runner, thread_id: str) -> None:
+    """``summary_threshold=1`` with a 1,000,000-token profile: T is 1,024, and
+    the events name no model source."""
+    model = FakeToolChatModel(
+        [AIMessage("S", id="s"), AIMessage("done", id="a")],
+        profile={"max_input_tokens": 1_000_000},
+    )
+    mw = ArsSummarizationMiddleware(
+        SummaryConfig(summary_threshold=1, summary_l2_trigger_ratio=1.0)
+    )
+    result = runner.run(build_agent(model, mw), _turns(), cfg(thread_id))
+    started = result.runs[0].compression[0]
+    assert started["phase"] == "started" and started["threshold"] == 1024
+    assert "threshold_source" not in started
