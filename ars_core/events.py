@@ -471,6 +471,25 @@ class CompressionEvent:
         return out
 
 
+#: what an offload path holds, by its folder (anything else: a tool result)
+_OFFLOAD_KINDS = (
+    ("outputs/media/", "inline media part", "inline media parts"),
+    ("outputs/large_user_messages/", "user message", "user messages"),
+)
+
+
+def _offloaded_kinds(paths: Sequence[str]) -> str:
+    """``2 tool results``, ``1 tool result and 2 inline media parts``..."""
+    counts: dict[tuple[str, str], int] = {}
+    for path in paths:
+        kind = next(
+            ((one, many) for prefix, one, many in _OFFLOAD_KINDS if path.startswith(prefix)),
+            ("tool result", "tool results"),
+        )
+        counts[kind] = counts.get(kind, 0) + 1
+    return " and ".join(f"{n} {one if n == 1 else many}" for (one, many), n in counts.items())
+
+
 def _tokens(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else "?"
 
@@ -509,8 +528,7 @@ def describe_event(event: CompressionEvent | Mapping[str, Any]) -> str:
     details: list[str] = []
     offloaded = list(data.get("offloaded") or ())
     if offloaded:
-        noun = "tool result" if len(offloaded) == 1 else "tool results"
-        details.append(f"{len(offloaded)} {noun} offloaded to {', '.join(offloaded)}")
+        details.append(f"{_offloaded_kinds(offloaded)} offloaded to {', '.join(offloaded)}")
     truncated = data.get("truncated_args") or 0
     if truncated:
         noun = "argument" if truncated == 1 else "arguments"

@@ -49,6 +49,7 @@ from .events import (
     to_global_cutoff,
 )
 from .l1 import offload_oversized_user_messages, plan_l1
+from .l1_media import offload_inline_media
 from .l2 import (
     HISTORY_DIR,
     build_summary_message,
@@ -350,6 +351,7 @@ def _level1(r: _Round) -> Generator[Effect, Any, _L1View]:
         threshold=r.threshold,
         preview_tokens=s.config.summary_tool_result_token_limit,
     )
+    plan = offload_inline_media(plan, tool_token_limit=s.config.summary_tool_result_token_limit)
     failed_writes: set[str] = (yield Write(plan.writes)) if plan.writes else set()
     view, offloaded = plan.finalize(failed_writes)
     tokens = r.tokens_before + sum(

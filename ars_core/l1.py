@@ -15,6 +15,9 @@ touched. Two actions:
 message larger than the entry threshold ``T`` (it could never be sent):
 ``outputs/large_user_messages/user-<sha256>.txt`` and a preview, in the view only.
 
+:mod:`ars_core.l1_media` moves inline base64 media (images, audio,
+documents) of answered messages to ``outputs/media/`` files the same way.
+
 :func:`plan_l1` returns the view *as if* every write succeeds plus the writes
 to make; :meth:`L1Plan.finalize` puts the original message back wherever its
 write failed, so a failed write never loses text from the view.
@@ -166,6 +169,29 @@ class L1Plan:
     replaced: Mapping[int, Message]
     pending: Mapping[str, tuple[int, ...]]
     truncated_args: int
+
+    def replacing(self, found: Sequence[tuple[int, Message, Sequence[FileWrite]]]) -> L1Plan:
+        """This plan with ``view[i]`` replaced by each ``(i, message, writes)`` of
+        ``found``; the original stays the one to restore when a write fails."""
+        if not found:
+            return self
+        view = list(self.view)
+        writes = {w.path: w for w in self.writes}
+        replaced = dict(self.replaced)
+        pending = {p: list(ix) for p, ix in self.pending.items()}
+        for i, new, new_writes in found:
+            replaced.setdefault(i, view[i])
+            view[i] = new
+            for write in new_writes:
+                writes[write.path] = write
+                pending.setdefault(write.path, []).append(i)
+        return attrs.evolve(
+            self,
+            view=tuple(view),
+            writes=tuple(writes.values()),
+            replaced=replaced,
+            pending={p: tuple(ix) for p, ix in pending.items()},
+        )
 
     def finalize(self, failed: Collection[str] = ()) -> tuple[list[Message], tuple[str, ...]]:
         """The view with originals restored where a write failed, and the paths offloaded."""
@@ -330,21 +356,4 @@ def offload_oversized_user_messages(
             m._cache[key] = cached
         if cached[1] is not None:
             found.append((i, *cached))
-    if not found:
-        return plan
-    view = list(plan.view)
-    writes = {w.path: w for w in plan.writes}
-    replaced = dict(plan.replaced)
-    pending = {p: list(ix) for p, ix in plan.pending.items()}
-    for i, new, write in found:
-        replaced[i] = view[i]
-        view[i] = new
-        writes[write.path] = write
-        pending.setdefault(write.path, []).append(i)
-    return attrs.evolve(
-        plan,
-        view=tuple(view),
-        writes=tuple(writes.values()),
-        replaced=replaced,
-        pending={p: tuple(ix) for p, ix in pending.items()},
-    )
+    return plan.replacing([(i, new, (write,)) for i, new, write in found])

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import struct
 import uuid
+import zlib
 
 from ars_core import FsspecBackend, Message, SummaryConfig, ToolCall
 
@@ -74,3 +77,24 @@ def files_in(backend: FsspecBackend) -> dict[str, str]:
         )
         out[rel] = backend.read_text(rel)
     return out
+
+
+def png(width: int, height: int, seed: str) -> bytes:
+    """A valid PNG of noise (so it does not compress away)."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+        )
+
+    rows = b""
+    for y in range(height):
+        noise = hashlib.shake_256(f"{seed}-{y}".encode()).digest(width * 3)
+        rows += b"\x00" + noise
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
