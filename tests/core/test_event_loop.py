@@ -22,16 +22,24 @@ class ThreadRecordingEstimator(ApproxEstimator):
     def __init__(self) -> None:
         super().__init__()
         self.threads: list[int] = []
+        self.texts: list[str] = []  #: those texts, in order
 
     def count_text(self, text: str) -> int:
         if len(text) > 1000:
             self.threads.append(threading.get_ident())
+            self.texts.append(text)
         return super().count_text(text)
 
 
 def big_result() -> list[Message]:
     c = call("bash", "call_read_log", command="cat build.log")
     return [user("read the log"), assistant("", c), tool(c, "line of log\n" * 60_000)]
+
+
+def tool_of(lines: int) -> Message:
+    """The result of ``big_result``'s call, ``lines`` lines long (below the offload size)."""
+    c = call("bash", "call_read_log", command="cat build.log")
+    return tool(c, "line of log\n" * lines)
 
 
 @pytest.mark.spec("R26")
@@ -67,6 +75,24 @@ class TestLoopNeverBlocked:
         )
         assert [m.text for m in sync_model.calls[0]] == [m.text for m in async_model.calls[0]]
         assert sync_out.tokens_before == async_out.tokens_before
+
+    @pytest.mark.anyio
+    @pytest.mark.spec("R3")
+    async def test_new_content_is_counted_once_between_the_trigger_and_l1(self) -> None:
+        """The trigger's count of the big tool result is the one L1 uses: its text is
+        read once per call, sync or async (offloaded to a thread or not)."""
+        for make_state in (big_result, lambda: [*big_result()[:2], tool_of(5_000)]):
+            for run_async in (False, True):
+                est = ThreadRecordingEstimator()
+                state = make_state()
+                model = ScriptedModel(["done"])
+                engine = Compressor(small_config(), estimator=est)
+                if run_async:
+                    out = await engine.acall(state, model)
+                else:
+                    out = engine.call(state, model)
+                assert out.level in ("L1", "L2") and len(model.calls[0][2].text) < 5_000
+                assert est.texts.count(state[2].text) == 1, (make_state, run_async)
 
     def test_uncounted_chars_stops_at_the_first_counted_message(self) -> None:
         est = ApproxEstimator()
