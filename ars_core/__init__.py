@@ -9,7 +9,7 @@ state. See :class:`Compressor` for the entry point.
 from __future__ import annotations
 
 from .config import DEFAULT_SUMMARY_PROMPT, SummaryConfig
-from .engine import CallOutcome, Compressor, StateUpdate
+from .engine import CallOutcome, Compaction, Compressor, StateUpdate
 from .errors import (
     ArsError,
     ConfigError,
@@ -82,6 +82,7 @@ __all__ = [
     "CachingEstimator",
     "CallOutcome",
     "CallableSummarizer",
+    "Compaction",
     "CompressionEvent",
     "CompressionRound",
     "Compressor",

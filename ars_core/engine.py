@@ -22,6 +22,7 @@ from typing import Any, TypedDict, Unpack
 
 import anyio
 import anyio.to_thread
+import attrs
 
 from .config import SummaryConfig
 from .effects import AsyncEffects, SyncEffects, WrittenPaths, describe, run_async, run_sync
@@ -43,7 +44,7 @@ from .round import CompressionRound
 from .summarize import AsyncSummarizer, ExtractiveSummarizer, Summarizer
 from .typing import ModelCall, OverflowClassifier, SummarizerLike
 
-__all__ = ["CallOutcome", "Compressor", "StateUpdate", "deliver_event"]
+__all__ = ["CallOutcome", "Compaction", "Compressor", "StateUpdate", "deliver_event"]
 
 log = logging.getLogger("ars")
 
@@ -59,6 +60,68 @@ class CompactOptions(TypedDict, total=False):
     summarizer: SummarizerLike | None
     backend: FileBackend | None
     thread: str | None
+
+
+class CompactNowOptions(TypedDict, total=False):
+    """The keyword arguments of :meth:`Compressor.compact_now`."""
+
+    event: SummarizationEvent | None
+    system: Message | str | None
+    tools: Tools | None
+    summarizer: SummarizerLike | None
+    backend: FileBackend | None
+    emitter: EventEmitter | None
+    thread: str | None
+
+
+@attrs.frozen
+class Compaction:
+    """What an on-demand compaction (:meth:`Compressor.compact_now`) did.
+
+    ``compacted`` is true when an L2 round summarized older messages;
+    ``message`` says what happened in words (what a compaction tool answers);
+    ``update`` is what to persist (the new event; ``None`` when nothing
+    changed); ``outcome`` the engine's full outcome (view, stream events)."""
+
+    compacted: bool
+    message: str
+    outcome: CallOutcome
+
+    @property
+    def update(self) -> StateUpdate | None:
+        return self.outcome.update
+
+    @property
+    def event(self) -> SummarizationEvent | None:
+        """The new summarization event, when compacted."""
+        update = self.outcome.update
+        return update.event if self.compacted and update is not None else None
+
+    @property
+    def view(self) -> Sequence[Message]:
+        """The view the next model call gets."""
+        return self.outcome.view
+
+    @classmethod
+    def of(cls, outcome: CallOutcome, keep: int) -> Compaction:
+        update = outcome.update
+        event = update.event if update is not None else None
+        if outcome.level == "L2" and event is not None:
+            archived = f", history archived to {event.file_path}" if event.file_path else ""
+            message = (
+                f"Conversation compacted: messages 1-{event.cutoff} summarized "
+                f"({outcome.tokens_before:,} -> {outcome.tokens_after:,} tokens){archived}."
+            )
+            return cls(True, message, outcome)
+        return cls(False, cls.nothing_to_compact(keep), outcome)
+
+    @staticmethod
+    def nothing_to_compact(keep: int) -> str:
+        """What a compaction with nothing to summarize says."""
+        return (
+            "Nothing to compact: there are no older messages to summarize besides the "
+            f"{keep} most recent ones, which are always kept."
+        )
 
 
 class Compressor:
@@ -147,6 +210,7 @@ class Compressor:
         backend: FileBackend | None = None,
         emitter: EventEmitter | None = None,
         thread: str | None = None,
+        requested: bool = False,
     ) -> CallOutcome:
         """Run one model call through ARS, synchronously.
 
@@ -155,9 +219,12 @@ class Compressor:
         ``_summarization_event``; ``call_model(view)`` calls the main model.
         Exceptions of the main model propagate (after a ``failed`` event when a
         compression round had started); overflow errors trigger forced
-        compression first.
+        compression first. ``requested`` runs an L2 round before this call
+        whatever the size (the compaction tool asked for it), when there is
+        something to summarize.
         """
-        steps = flow(self, self._as_messages(messages), event, system, tools, thread=thread)
+        msgs = self._as_messages(messages)
+        steps = flow(self, msgs, event, system, tools, thread=thread, requested=requested)
         return run_sync(steps, self._effects(call_model, summarizer, backend, emitter))
 
     async def acall(
@@ -172,12 +239,15 @@ class Compressor:
         backend: FileBackend | None = None,
         emitter: EventEmitter | None = None,
         thread: str | None = None,
+        requested: bool = False,
     ) -> CallOutcome:
         """Async twin of :meth:`call`: archive and summary run concurrently.
         Large new content is counted and trimmed in a worker thread, never on
         the event loop."""
         effects = self._effects(call_model, summarizer, backend, emitter)
-        return await self._arun(messages, event, system, tools, thread, False, effects)
+        return await self._arun(
+            messages, event, system, tools, thread, False, effects, requested=requested
+        )
 
     def compact(
         self,
@@ -192,6 +262,7 @@ class Compressor:
         emitter: EventEmitter | None = None,
         thread: str | None = None,
         hold_events: bool = False,
+        requested: bool = False,
     ) -> CallOutcome:
         """Build the view for the next model call without calling a model.
 
@@ -200,10 +271,13 @@ class Compressor:
         context overflow. ``response`` is ``None``. With ``hold_events``
         nothing is delivered: the caller delivers ``outcome.events`` with
         :func:`deliver_event` once its own model call has succeeded or failed
-        (:meth:`compact_round` does that bookkeeping).
+        (:meth:`compact_round` does that bookkeeping). ``requested`` runs L2
+        now, whatever the size (see :meth:`compact_now`).
         """
         msgs = self._as_messages(messages)
-        steps = flow(self, msgs, event, system, tools, thread=thread, forced=force)
+        steps = flow(
+            self, msgs, event, system, tools, thread=thread, forced=force, requested=requested
+        )
         return run_sync(steps, self._effects(None, summarizer, backend, emitter, hold_events))
 
     async def acompact(
@@ -219,10 +293,13 @@ class Compressor:
         emitter: EventEmitter | None = None,
         thread: str | None = None,
         hold_events: bool = False,
+        requested: bool = False,
     ) -> CallOutcome:
         """Async twin of :meth:`compact`."""
         effects = self._effects(None, summarizer, backend, emitter, hold_events)
-        return await self._arun(messages, event, system, tools, thread, force, effects)
+        return await self._arun(
+            messages, event, system, tools, thread, force, effects, requested=requested
+        )
 
     async def _arun(
         self,
@@ -233,6 +310,8 @@ class Compressor:
         thread: str | None,
         forced: bool,
         effects: Any,
+        *,
+        requested: bool = False,
     ) -> CallOutcome:
         """Run the flow for the async shells. When the newest messages hold more
         uncounted text than ``OFFLOAD_CHARS``, the flow's own work (counting,
@@ -240,10 +319,41 @@ class Compressor:
         msgs = self._as_messages(messages)
         offload = uncounted_chars(self.estimator, msgs) >= OFFLOAD_CHARS
         build = functools.partial(
-            flow, self, msgs, event, system, tools, thread=thread, forced=forced
+            flow,
+            self,
+            msgs,
+            event,
+            system,
+            tools,
+            thread=thread,
+            forced=forced,
+            requested=requested,
         )
         steps = await anyio.to_thread.run_sync(build) if offload else build()
         return await run_async(steps, AsyncEffects(effects), in_thread=offload)
+
+    def compact_now(
+        self,
+        messages: Sequence[Message | Mapping[str, Any]],
+        **options: Unpack[CompactNowOptions],
+    ) -> Compaction:
+        """Run an L2 round now, whatever the size (between turns, on demand):
+        the older messages are archived and summarized, the latest
+        ``summary_keep_messages`` kept. Events are delivered at once (``started``,
+        then ``completed`` or ``failed``); the caller persists
+        ``result.update``. With nothing to summarize it is a no-op that says so
+        (``result.compacted`` is false)."""
+        outcome = self.compact(messages, requested=True, **options)
+        return Compaction.of(outcome, self.config.summary_keep_messages)
+
+    async def acompact_now(
+        self,
+        messages: Sequence[Message | Mapping[str, Any]],
+        **options: Unpack[CompactNowOptions],
+    ) -> Compaction:
+        """Async twin of :meth:`compact_now`."""
+        outcome = await self.acompact(messages, requested=True, **options)
+        return Compaction.of(outcome, self.config.summary_keep_messages)
 
     def compact_round(
         self,

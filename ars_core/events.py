@@ -438,6 +438,8 @@ class CompressionEvent:
     retention: Retention | None = None
     #: where T came from when it follows the model ("85% of the model's ... window")
     threshold_source: str | None = None
+    #: the round was asked for (a compaction tool, ``compact_now``), not triggered by size
+    requested: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable payload (the ``data`` of an SSE frame)."""
@@ -468,6 +470,8 @@ class CompressionEvent:
             out["retention"] = self.retention.to_dict()
         if self.threshold_source is not None:
             out["threshold_source"] = self.threshold_source
+        if self.requested:
+            out["requested"] = True
         return out
 
 
@@ -514,6 +518,8 @@ def describe_event(event: CompressionEvent | Mapping[str, Any]) -> str:
     head = f"{phase} {level}"
     if data.get("forced"):
         head += " (forced by a context overflow)"
+    elif data.get("requested"):
+        head += " (requested)"
     if phase == "started":
         if isinstance(before, int) and isinstance(limit, int):
             compared = "≥" if before >= limit else "<"

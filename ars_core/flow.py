@@ -71,7 +71,7 @@ from .summarize import (
 from .summary_call import InputHalver, RetryPolicy, SummaryCall
 from .usage import Usage
 
-__all__ = ["CallOutcome", "FlowSettings", "StateUpdate", "flow"]
+__all__ = ["CallOutcome", "FlowSettings", "StateUpdate", "can_compact", "flow"]
 
 log = logging.getLogger("ars")
 
@@ -138,6 +138,7 @@ class _Round:
     l2_threshold: int
     forced: bool
     thread: str | None
+    requested: bool = False  # on demand (a compaction tool, compact_now): L2 now
     round_id: str = ""
     started: bool = False
     reached: Level = "L1"
@@ -150,6 +151,7 @@ class _Round:
             level=level,
             round_id=self.round_id,
             forced=self.forced,
+            requested=self.requested,
             tokens_before=self.tokens_before,
             threshold=self.settings.config.threshold_tokens,
             threshold_source=self.settings.threshold_source,
@@ -231,9 +233,12 @@ def flow(
     *,
     thread: str | None,
     forced: bool = False,
+    requested: bool = False,
 ) -> Flow:
     """One model call: measures the request, then returns the generator that
-    yields effects and returns the :class:`CallOutcome`."""
+    yields effects and returns the :class:`CallOutcome`. ``requested`` runs L2
+    now, whatever the size (on demand); with nothing to summarize it is an
+    ordinary call."""
     cfg, est = settings.config, settings.estimator
     check = check_event(state, event)  # edited history: re-anchor or drop the event
     event = check.event
@@ -265,18 +270,26 @@ def flow(
         l2_threshold=int(cfg.l2_threshold_tokens / scale),
         forced=forced,
         thread=thread,
+        requested=requested and can_compact(effective, event, cfg.summary_keep_messages),
     )
     return _run(r)
+
+
+def can_compact(effective: Sequence[Message], event: SummarizationEvent | None, keep: int) -> bool:
+    """Whether an L2 round has something to summarize in ``effective`` (the
+    summary, when ``event`` is set, and the messages after it) beyond the
+    ``keep`` latest messages, without separating a tool call from its results."""
+    return select_cutoff(effective, keep, start=1 if event is not None else 0) is not None
 
 
 def _run(r: _Round) -> Flow:
     if r.check.dropped is not None:
         yield from _dropped_notice(r)
-    if not r.forced and r.tokens_before < r.threshold:
+    if not r.forced and not r.requested and r.tokens_before < r.threshold:
         done = yield from _below_threshold(r)
         if done is not None:
             return done
-    elif not r.forced:
+    elif not r.forced:  # an automatic or a requested round starts at L1
         yield r.start("L1")
     try:
         l1 = yield from _level1(r)
@@ -365,7 +378,7 @@ def _level1(r: _Round) -> Generator[Effect, Any, _L1View]:
 def _after_l1(r: _Round, l1: _L1View) -> Flow:
     """Send the L1 view when it fits the L2 threshold, else summarize (L2)."""
     sent: ModelResult | None = None
-    if not r.forced and l1.tokens <= r.l2_threshold:
+    if not r.forced and not r.requested and l1.tokens <= r.l2_threshold:
         sent = yield CallModel(l1.view)
         if not r.overflowed(sent):
             yield r.record("completed", "L1", tokens_after=l1.tokens, **l1.fields)

@@ -211,9 +211,9 @@ class _Observer:
 def recorded_sleeps() -> Iterator[list[float]]:
     """Record the waits of summary retries instead of sleeping, sync and async::
 
-        with recorded_sleeps() as waits:
-            compressor.call(messages, model)
-        assert waits == [1.0, 2.0]  # two transient retries, exponential backoff
+    with recorded_sleeps() as waits:
+        compressor.call(messages, model)
+    assert waits == [1.0, 2.0]  # two transient retries, exponential backoff
     """
     from . import summary_call
 

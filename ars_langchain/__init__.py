@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .backends import BackendResolver, DeepAgentsFileBackend
+    from .compaction import COMPACTION_TOOL_NAME, acompact_now, compact_now
     from .convert import HistoryConverter, from_core, to_core
     from .middleware import (
         EVENT_KEY,
@@ -37,12 +38,15 @@ _LAZY: dict[str, str] = {
     "ArsState": "middleware",
     "ArsSummarizationMiddleware": "middleware",
     "BackendResolver": "backends",
+    "COMPACTION_TOOL_NAME": "compaction",
     "ChatModelSummarizer": "summarizer",
     "DEFAULT_STREAM_MODES": "stream",
     "DeepAgentsFileBackend": "backends",
     "EVENT_KEY": "middleware",
     "HistoryConverter": "convert",
+    "acompact_now": "compaction",
     "asse_frames": "stream",
+    "compact_now": "compaction",
     "chunk_to_sse": "stream",
     "event_from_state": "middleware",
     "event_to_state": "middleware",
@@ -53,6 +57,7 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "COMPACTION_TOOL_NAME",
     "DEFAULT_STREAM_MODES",
     "EVENT_KEY",
     "ArsState",
@@ -61,8 +66,10 @@ __all__ = [
     "ChatModelSummarizer",
     "DeepAgentsFileBackend",
     "HistoryConverter",
+    "acompact_now",
     "asse_frames",
     "chunk_to_sse",
+    "compact_now",
     "event_from_state",
     "event_to_state",
     "from_core",

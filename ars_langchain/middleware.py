@@ -33,6 +33,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware.types import (
@@ -52,8 +53,10 @@ from ars_core import (
     CallOutcome,
     CompressionEvent,
     Compressor,
+    ConfigError,
     Estimator,
     Message,
+    StateUpdate,
     SummarizationEvent,
     SummaryConfig,
     Usage,
@@ -70,6 +73,7 @@ from .stream import stream_writer_emitter
 from .summarizer import ChatModel, ChatModelSummarizer
 
 __all__ = [
+    "COMPACT_REQUEST_KEY",
     "EVENT_KEY",
     "ArsState",
     "ArsSummarizationMiddleware",
@@ -83,12 +87,15 @@ log = logging.getLogger("ars.langchain")
 EVENT_KEY = "_summarization_event"
 #: the Context field naming a file scope other than the thread id
 SCOPE_FIELD = "ars_file_scope"
+#: the private state key the compaction tool sets: the next model call runs an L2 round first
+COMPACT_REQUEST_KEY = "_ars_compaction_requested"
 
 
 class ArsState(AgentState[Any]):
     """Agent state with ARS's private event (kept in the checkpoint, not in the output)."""
 
     _summarization_event: Annotated[NotRequired[dict[str, Any] | None], PrivateStateAttr]
+    _ars_compaction_requested: Annotated[NotRequired[bool | None], PrivateStateAttr]
 
 
 def event_to_state(event: SummarizationEvent) -> dict[str, Any]:
@@ -181,6 +188,8 @@ class _Session:
     tools: list[Any] = field(default_factory=list)
     configured: SummaryConfig | None = None  # the config before T follows the model
     window: int | None = None  # the main model's input window it followed
+    model: Any = None  # the main model of the last call (summarizes for compact_now)
+    agent_tools: Sequence[Any] = ()  # the agent's tools of the last call (its file backend)
 
 
 @dataclass
@@ -193,6 +202,7 @@ class _Call:
     summarizer: SummarizerLike | None
     backend: Any
     thread: str
+    requested: bool = False  # the compaction tool asked for an L2 round
 
     def engine_options(self) -> dict[str, Any]:
         """The keyword arguments of ``Compressor.call``/``acall`` for this call."""
@@ -203,6 +213,7 @@ class _Call:
             "summarizer": self.summarizer,
             "backend": self.backend,
             "thread": self.thread,
+            "requested": self.requested,
         }
 
 
@@ -226,6 +237,13 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
     stream when ``stream`` is true); ``on_summary_usage`` the summary call's
     usage; ``on_model_usage`` the main model's ``usage_metadata`` after each
     call, with the estimate that preceded it (see :meth:`last_usage`).
+
+    With no ``summary_threshold`` configured, T is 85% of the main model's
+    ``profile["max_input_tokens"]`` when the profile says, else 100K.
+    ``compaction_tool=True`` gives the agent the ``compact_conversation`` tool:
+    calling it makes the next model call run an L2 round first (see
+    :mod:`ars_langchain.compaction`, which also has ``compact_now`` for
+    applications).
     """
 
     state_schema = ArsState
@@ -247,6 +265,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         name: str = "SummarizationMiddleware",
         max_sessions: int = 256,
         compressor_options: Mapping[str, Any] | None = None,
+        compaction_tool: bool = False,
         _resolver: BackendResolver | None = None,
     ) -> None:
         super().__init__()
@@ -264,7 +283,13 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         self.stream = stream
         self.max_sessions = max_sessions
         self.compressor_options = dict(compressor_options or {})
-        self.tools = []
+        self.compaction_tool = compaction_tool
+        if compaction_tool:  # the agent can ask for an L2 round (deepagents' tool name)
+            from .compaction import make_compaction_tool
+
+            self.tools = [make_compaction_tool(self)]
+        else:
+            self.tools = []
         self._name = name
         self._resolver = _resolver or BackendResolver(backend)
         self._sessions: OrderedDict[tuple[str, str], _Session] = OrderedDict()
@@ -306,6 +331,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             name=name or self._name,
             max_sessions=self.max_sessions,
             compressor_options=self.compressor_options,
+            compaction_tool=self.compaction_tool,
             _resolver=self._resolver,
         )
 
@@ -416,6 +442,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             if tools_key != session.tools_key:
                 session.tools = tool_schemas(request.tools)
                 session.tools_key = tools_key
+            session.model, session.agent_tools = request.model, request.tools
             event, system, tools = session.event, session.system, session.tools
         messages = session.converter.convert(request.messages)
         if session.converter.rewritten:
@@ -435,17 +462,65 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             summarizer=self._summarizer_for(request),
             backend=backend,
             thread=thread,
+            requested=bool(state.get(COMPACT_REQUEST_KEY)) if state else False,
+        )
+
+    def _between_turns(
+        self, values: Mapping[str, Any], config: Mapping[str, Any], model: Any, context: Any
+    ) -> _Call:
+        """A call on a thread's checkpointed ``values`` outside any model call
+        (``compact_now``): the thread's session, the summary model (``model``,
+        the middleware's, else the thread's last main model), its file backend."""
+        configurable = config.get("configurable") or {}
+        thread = str(configurable.get("thread_id") or "default")
+        ns = str(configurable.get("checkpoint_ns") or "")
+        with self._sessions_lock:
+            known = self._sessions.get((thread, ns))
+        main = model if model is not None else known.model if known is not None else None
+        summarizer = self.summarizer
+        if summarizer is None:
+            summary_model = self.model if self.model is not None else main
+            if summary_model is None:
+                raise ConfigError(
+                    "model",
+                    None,
+                    "compact_now needs a summary model: pass model= (or build the middleware "
+                    "with model= or summarizer=)",
+                )
+            summarizer = ChatModelSummarizer(summary_model, on_usage=self.on_summary_usage)
+        window = _model_window(main) if main is not None else known.window if known else None
+        session = self._session((thread, ns), self._config_for(context), window)
+        messages = [to_core(m) for m in values.get("messages") or ()]
+        agent_tools = session.agent_tools
+        runtime = SimpleNamespace(context=context)
+        backend = self._resolver.resolve(runtime, _file_scope(context, thread), agent_tools)
+        return _Call(
+            session=session,
+            messages=messages,
+            event=event_from_state(values.get(EVENT_KEY)),
+            system=session.system,
+            tools=session.tools,
+            summarizer=summarizer,
+            backend=backend,
+            thread=thread,
         )
 
     def _finish(self, call: _Call, outcome: CallOutcome) -> Any:
         response = outcome.response
         self._record_usage(call, response, outcome)
-        update = outcome.update
-        if update is None or (update.event is None and not update.clear_event):
+        values = self._state_update(call, outcome.update)
+        if not values:
             return response
+        return ExtendedModelResponse(model_response=response, command=Command(update=values))
+
+    def _state_update(self, call: _Call, update: StateUpdate | None) -> dict[str, Any]:
+        """The state values persisting ``update`` (and clearing a compaction request)."""
+        values: dict[str, Any] = {COMPACT_REQUEST_KEY: None} if call.requested else {}
+        if update is None or (update.event is None and not update.clear_event):
+            return values
         # a new or re-anchored event, or None: the stored one no longer matched the history
         event_dict = event_to_state(update.event) if update.event is not None else None
-        values: dict[str, Any] = {EVENT_KEY: event_dict}
+        values[EVENT_KEY] = event_dict
         replaced: list[BaseMessage] = []
         for index, message in update.replaced:
             lc = from_core(message)
@@ -466,7 +541,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
                 call.session.converter.remember(
                     update.event.summary_message, from_core(update.event.summary_message)
                 )
-        return ExtendedModelResponse(model_response=response, command=Command(update=values))
+        return values
 
     def _record_usage(self, call: _Call, response: Any, outcome: CallOutcome) -> None:
         session = call.session

@@ -12,6 +12,7 @@ SURFACES = {
         "DEFAULT_STREAM_MODES", "DeepAgentsFileBackend", "EVENT_KEY", "HistoryConverter",
         "asse_frames", "chunk_to_sse", "event_from_state", "event_to_state", "from_core",
         "is_compression_event", "sse_frames", "to_core",
+        "COMPACTION_TOOL_NAME", "acompact_now", "compact_now",
     ],
     "ars_llamaindex": [
         "ArsCompressionCompletedEvent", "ArsCompressionEvent", "ArsCompressionFailedEvent",

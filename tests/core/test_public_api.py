@@ -26,6 +26,7 @@ PUBLIC = sorted(
         "CachingEstimator",
         "CallOutcome",
         "CallableSummarizer",
+        "Compaction",
         "CompressionEvent",
         "CompressionRound",
         "Compressor",

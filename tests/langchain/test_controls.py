@@ -4,15 +4,23 @@ in the view, T following the model's profile."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from ars_core import FsspecBackend, SummaryConfig, describe_event
-from ars_langchain import ArsSummarizationMiddleware
-from ars_langchain.testing import FakeToolChatModel
+from ars_core import Compaction, FsspecBackend, SummaryConfig, describe_event
+from ars_langchain import (
+    ArsSummarizationMiddleware,
+    acompact_now,
+    compact_now,
+    event_to_state,
+)
+from ars_langchain.testing import FakeToolChatModel, tool_call
+from tests.langchain.conftest import async_saver, make_saver
 from tests.langchain.helpers import SYSTEM, Runner, build_agent, prose
 from tests.langchain.test_scenarios import cfg, kind, runner
 
@@ -113,3 +121,136 @@ def test_configured_threshold_wins_over_the_model_profile(runner: Runner, thread
     started = result.runs[0].compression[0]
     assert started["phase"] == "started" and started["threshold"] == 1024
     assert "threshold_source" not in started
+
+
+# ------------------------------------------------------------------ on-demand compaction
+
+
+def _history(n_pairs: int) -> list[Any]:
+    out: list[Any] = []
+    for i in range(n_pairs):
+        out += [HumanMessage(prose(f"q{i}", 30), id=f"h{i}"), AIMessage(f"answer {i}", id=f"a{i}")]
+    return out
+
+
+@pytest.mark.spec("R21", "R24", "R30", "R31")
+def test_compaction_tool_call_summarizes_before_the_next_model_call(
+    runner: Runner, thread_id: str
+) -> None:
+    """The agent calls ``compact_conversation``: the next model call of the
+    same run gets the summary and the kept tool call and result, the event
+    is persisted, the request is cleared, and the next turn builds on it."""
+    seed = [*_history(3), HumanMessage("new task: compact first", id="h-new")]
+    model = FakeToolChatModel(
+        [
+            AIMessage("", id="a-c", tool_calls=[tool_call("compact_conversation", {}, "c1")]),
+            AIMessage("SUMMARY-OF-OLD-WORK", id="s1"),
+            AIMessage("compacted, continuing", id="a-done"),
+            AIMessage("second turn", id="a-2"),
+        ]
+    )
+    mw = ArsSummarizationMiddleware(SummaryConfig(summary_keep_messages=2), compaction_tool=True)
+    turns = [{"messages": seed}, {"messages": [HumanMessage("and now?", id="h-next")]}]
+    result = runner.run(build_agent(model, mw), turns, cfg(thread_id))
+    assert [r.error for r in result.runs] == [None, None]
+
+    first, second, third = model.main_calls
+    assert [m.id for m in first[1:]] == [m.id for m in seed]
+    summary, *kept = second[1:]
+    assert second[0] == SystemMessage(SYSTEM)
+    assert "SUMMARY-OF-OLD-WORK" in summary.text
+    assert [m.id for m in kept[:1]] == ["a-c"] and isinstance(kept[1], ToolMessage)
+    assert kept[1].text.startswith("Compaction scheduled: before your next step")
+    assert len(kept) == 2  # the tool call and its result: summary_keep_messages=2
+    event = result.state["_summarization_event"]
+    assert event["cutoff"] == len(seed)  # every message before the tool call
+    assert not result.state.get("_ars_compaction_requested")
+    assert [m.id for m in third[2:]] == ["a-c", kept[1].id, "a-done", "h-next"]
+    assert third[1].text == summary.text
+    phases = [(e["phase"], e["level"], e.get("requested")) for e in result.runs[0].compression]
+    assert phases == [("started", "L1", True), ("completed", "L2", True)]
+    assert result.runs[1].compression == []
+
+
+@pytest.mark.spec("R1", "R21")
+def test_compaction_tool_with_nothing_to_compact_says_so(runner: Runner, thread_id: str) -> None:
+    """Fewer messages than ``summary_keep_messages``: the tool answers that there
+    is nothing to compact, requests nothing, and no round runs."""
+    seed = [HumanMessage("hi", id="h0")]
+    model = FakeToolChatModel(
+        [
+            AIMessage("", id="a-c", tool_calls=[tool_call("compact_conversation", {}, "c1")]),
+            AIMessage("fine", id="a-done"),
+        ]
+    )
+    mw = ArsSummarizationMiddleware(SummaryConfig(summary_keep_messages=4), compaction_tool=True)
+    result = runner.run(build_agent(model, mw), [{"messages": seed}], cfg(thread_id))
+    assert result.runs[0].error is None
+    answer = model.main_calls[1][-1]
+    assert isinstance(answer, ToolMessage) and answer.text == Compaction.nothing_to_compact(4)
+    assert [m.id for m in model.main_calls[1][1:3]] == ["h0", "a-c"]
+    assert "_summarization_event" not in result.state
+    assert not result.state.get("_ars_compaction_requested")
+    assert result.runs[0].compression == []
+
+
+@pytest.mark.spec("R21", "R24", "R30", "R31")
+@pytest.mark.parametrize("saver_kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_compact_now_on_a_checkpointed_thread_then_the_next_turn_sends_summary_and_kept(
+    mode: str, saver_kind: str, thread_id: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Between turns, ``compact_now`` summarizes the thread's older messages and
+    persists the event with ``update_state``; the next invoke sends the summary
+    and the kept messages; the events are an automatic round's, marked requested.
+    A second ``compact_now`` with nothing new to summarize changes nothing."""
+    model = FakeToolChatModel(
+        [
+            AIMessage("answer 3", id="a3"),
+            AIMessage("SUMMARY-NOW", id="s1"),
+            AIMessage("after compaction", id="a4"),
+        ]
+    )
+    events: list[Any] = []
+    mw = ArsSummarizationMiddleware(SummaryConfig(summary_keep_messages=2), on_event=events.append)
+    seed = [*_history(3), HumanMessage("q3", id="h3")]
+    config = cfg(thread_id)
+    nothing: list[Compaction] = []
+
+    def run_sync() -> tuple[Compaction, dict[str, Any]]:
+        with make_saver(saver_kind, tmp_path, request) as saver:
+            agent = build_agent(model, mw)(saver)
+            agent.invoke({"messages": seed}, config)
+            done = compact_now(agent, config, middleware=mw, model=model)
+            stored = dict(agent.get_state(config).values)
+            nothing.append(compact_now(agent, config, middleware=mw, model=model))
+            agent.invoke({"messages": [HumanMessage("q4", id="h4")]}, config)
+            return done, stored
+
+    async def run_async() -> tuple[Compaction, dict[str, Any]]:
+        async with async_saver(saver_kind, tmp_path) as saver:
+            agent = build_agent(model, mw)(saver)
+            await agent.ainvoke({"messages": seed}, config)
+            done = await acompact_now(agent, config, middleware=mw, model=model)
+            stored = dict((await agent.aget_state(config)).values)
+            nothing.append(await acompact_now(agent, config, middleware=mw, model=model))
+            await agent.ainvoke({"messages": [HumanMessage("q4", id="h4")]}, config)
+            return done, stored
+
+    done, stored = run_sync() if mode == "sync" else asyncio.run(run_async())
+    # 8 state messages (3 pairs, q3, answer 3): the first 6 summarized, 2 kept
+    assert done.compacted and done.event is not None and done.event.cutoff == 6
+    assert done.message.startswith("Conversation compacted: messages 1-6 summarized (")
+    assert stored["_summarization_event"] == event_to_state(done.event)
+    assert [m.id for m in stored["messages"]] == [*(m.id for m in seed), "a3"]
+    (after,) = model.main_calls[1:]
+    assert after[0] == SystemMessage(SYSTEM) and "SUMMARY-NOW" in after[1].text
+    assert [m.id for m in after[2:]] == ["h3", "a3", "h4"]
+    assert [(e.phase, e.level, e.requested) for e in events] == [
+        ("started", "L1", True),
+        ("completed", "L2", True),
+    ]
+    assert events[1].cutoff == 6
+    (again,) = nothing
+    assert not again.compacted and again.message == Compaction.nothing_to_compact(2)
+    assert again.update is None
