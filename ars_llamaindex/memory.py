@@ -51,6 +51,7 @@ from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore
 from ars_core import (
     ArsError,
     CallOutcome,
+    Compaction,
     CompressionEvent,
     CompressionRound,
     Compressor,
@@ -65,7 +66,7 @@ from ars_core import (
     message_to_dict,
 )
 from ars_core.config import CONFIG_FIELDS
-from ars_core.engine import deliver_event
+from ars_core.engine import CompactNowOptions, deliver_event
 from ars_core.errors import is_context_overflow
 from ars_core.events import check_event
 from ars_core.files import text_sha256
@@ -484,6 +485,45 @@ class ArsMemory(BaseMemory):
         rnd = await self.acompact_round(force=force, system_prompt=system_prompt, tools=tools)
         rnd.succeeded()
         return rnd.view
+
+    def compact_now(
+        self, *, system_prompt: SystemPrompt = None, tools: Sequence[Any] | None = None
+    ) -> Compaction:
+        """Run an L2 round now, whatever the size (between turns, on demand):
+        the older messages are archived and summarized, the latest
+        ``summary_keep_messages`` kept, and the event is appended to the log, so
+        the next ``get`` returns the summary and the kept messages. Events are
+        delivered at once. With nothing to summarize nothing changes and the
+        result says so (``compacted`` is false)."""
+        state = self._load()
+        options = self._compact_now_options(state, system_prompt, tools)
+        result = self._compressor.compact_now(state.core, **options)
+        if (record := self._record(state, result.outcome)) is not None:
+            self._store.add(self.event_key, [record])
+        return result
+
+    async def acompact_now(
+        self, *, system_prompt: SystemPrompt = None, tools: Sequence[Any] | None = None
+    ) -> Compaction:
+        """Async twin of :meth:`compact_now` (archive and summary run concurrently)."""
+        state = await self._aload()
+        options = self._compact_now_options(state, system_prompt, tools)
+        result = await self._compressor.acompact_now(state.core, **options)
+        if (record := self._record(state, result.outcome)) is not None:
+            await self._store.aadd(self.event_key, [record])
+        return result
+
+    def _compact_now_options(
+        self, state: _State, system_prompt: SystemPrompt, tools: Sequence[Any] | None
+    ) -> CompactNowOptions:
+        system, schemas = self._extras(system_prompt, tools)
+        return {
+            "event": state.event,
+            "system": system,
+            "tools": schemas,
+            "emitter": lambda e: dispatch(e, self.chat_store_key, self._on_event),
+            "thread": self.chat_store_key,
+        }
 
     # ------------------------------------------------------------ BaseMemory
 

@@ -1,5 +1,6 @@
 """The controls users of the peers expect, on a real LlamaIndex memory and
-agent: T follows the LLM's ``metadata.context_window`` unless configured."""
+agent: T follows the LLM's ``metadata.context_window`` unless configured;
+``compact_now`` between turns."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from typing import Any
 import pytest
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.storage.chat_store import SimpleChatStore
+from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
 
-from ars_core import describe_event
+from ars_core import Compaction, describe_event
 from ars_llamaindex import ArsFunctionAgent, ArsMemory
 from ars_llamaindex.testing import ScriptedLLM
 from tests.llamaindex.helpers import Workspace, prose
@@ -103,3 +105,62 @@ async def test_agent_binds_its_llm_window_into_the_memory(workspace: Workspace) 
         ("completed", "L2", 1275),
     ]
     assert payloads[0]["threshold_source"] == SOURCE
+
+
+# ------------------------------------------------------------------ compact_now
+
+
+@pytest.fixture(params=["simple", "sqlite"])
+def chat_store(request: pytest.FixtureRequest, sqlite_url: str, table_name: str) -> Any:
+    if request.param == "simple":
+        return SimpleChatStore()
+    return SQLAlchemyChatStore(table_name=table_name, async_database_uri=sqlite_url)
+
+
+def short_history() -> list[ChatMessage]:
+    out: list[ChatMessage] = []
+    for i in range(4):
+        out.append(ChatMessage(role="user", content=f"question {i}"))
+        out.append(ChatMessage(role="assistant", content=f"answer {i}"))
+    return out
+
+
+@pytest.mark.spec("R21", "R24", "R30", "R31")
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_compact_now_on_a_memory_then_the_agent_gets_summary_and_kept(
+    mode: str, chat_store: Any, workspace: Workspace
+) -> None:
+    """``compact_now`` on a short conversation (far below T) summarizes all but
+    the two latest messages and logs the event; the stored messages are
+    untouched; the agent's next request holds the summary and the kept
+    messages; a second ``compact_now`` has nothing to compact."""
+    payloads: list[dict[str, Any]] = []
+    llm = ScriptedLLM(["next answer"], summary_reply="SUMMARY-NOW")
+    memory = ArsMemory.from_defaults(
+        short_history(),
+        llm=llm,
+        chat_store=chat_store,
+        chat_store_key="compact-now",
+        on_event=payloads.append,
+        summary_keep_messages=2,
+    )
+    done = memory.compact_now() if mode == "sync" else await memory.acompact_now()
+    assert done.compacted and done.event is not None and done.event.cutoff == 6
+    assert done.message.startswith("Conversation compacted: messages 1-6 summarized (")
+    assert [(p["phase"], p["level"], p.get("requested")) for p in payloads] == [
+        ("started", "L1", True),
+        ("completed", "L2", True),
+    ]
+    assert memory.get_all() == short_history()
+    assert memory.get_event() == done.event
+
+    again = memory.compact_now() if mode == "sync" else await memory.acompact_now()
+    assert not again.compacted and again.message == Compaction.nothing_to_compact(2)
+
+    agent = ArsFunctionAgent(tools=workspace.tools(), llm=llm, system_prompt="Be brief.")
+    await agent.run("and next?", memory=memory)
+    (request,) = llm.agent_requests
+    texts = request.texts
+    assert texts[0] == "Be brief." and "SUMMARY-NOW" in texts[1]
+    assert texts[2:] == ["question 3", "answer 3", "and next?"]
+    assert len(payloads) == 2  # the agent's own request was below T: no new round
