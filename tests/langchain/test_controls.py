@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from ars_core import Compaction, FsspecBackend, SummaryConfig, describe_event
+from ars_core import Compaction, ConfigError, FsspecBackend, SummaryConfig, describe_event
 from ars_langchain import (
     ArsSummarizationMiddleware,
     acompact_now,
@@ -254,3 +254,22 @@ def test_compact_now_on_a_checkpointed_thread_then_the_next_turn_sends_summary_a
     (again,) = nothing
     assert not again.compacted and again.message == Compaction.nothing_to_compact(2)
     assert again.update is None
+
+
+@pytest.mark.spec("R35")
+def test_compact_now_without_a_summary_model_is_a_clear_error(thread_id: str) -> None:
+    """A process that has not run the thread and was given no model: a
+    ``ConfigError`` naming ``model``, and the thread is left as it was."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    saver = InMemorySaver()
+    seed = _history(3)
+    model = FakeToolChatModel([AIMessage("answer", id="a-x")])
+    build_agent(model, ArsSummarizationMiddleware())(saver).invoke(
+        {"messages": seed}, cfg(thread_id)
+    )
+    fresh = ArsSummarizationMiddleware()  # another process: no session, no model
+    agent = build_agent(model, fresh)(saver)
+    with pytest.raises(ConfigError, match="compact_now needs a summary model: pass model="):
+        compact_now(agent, cfg(thread_id), middleware=fresh)
+    assert "_summarization_event" not in agent.get_state(cfg(thread_id)).values
