@@ -273,3 +273,40 @@ def test_compact_now_without_a_summary_model_is_a_clear_error(thread_id: str) ->
     with pytest.raises(ConfigError, match="compact_now needs a summary model: pass model="):
         compact_now(agent, cfg(thread_id), middleware=fresh)
     assert "_summarization_event" not in agent.get_state(cfg(thread_id)).values
+
+
+@pytest.mark.spec("R50", "R21", "R24")
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_compaction_tool_in_a_deep_agent(mode: str, thread_id: str) -> None:
+    """In ``create_deep_agent`` (ARS replacing deepagents' summarization by name)
+    the agent's ``compact_conversation`` call is followed by a request holding
+    the summary and the kept tool call and result, and the event is stored."""
+    from deepagents import create_deep_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model = FakeToolChatModel(
+        [
+            AIMessage("", id="a-c", tool_calls=[tool_call("compact_conversation", {}, "c1")]),
+            AIMessage("DEEP-SUMMARY", id="s1"),
+            AIMessage("done", id="a-done"),
+        ]
+    )
+    mw = ArsSummarizationMiddleware(SummaryConfig(summary_keep_messages=2), compaction_tool=True)
+    agent = create_deep_agent(model, middleware=[mw], checkpointer=InMemorySaver())
+    seed = {"messages": [*_history(2), HumanMessage("compact, then go on", id="h-go")]}
+    config = cfg(thread_id)
+    if mode == "sync":
+        agent.invoke(seed, config)
+        state = agent.get_state(config).values
+    else:
+
+        async def run() -> dict[str, Any]:
+            await agent.ainvoke(seed, config)
+            return dict((await agent.aget_state(config)).values)
+
+        state = asyncio.run(run())
+    after = model.main_calls[1]
+    assert "DEEP-SUMMARY" in after[1].text
+    assert [m.id for m in after[2:3]] == ["a-c"] and isinstance(after[3], ToolMessage)
+    assert len(after) == 4
+    assert state["_summarization_event"]["cutoff"] == 5
