@@ -13,7 +13,7 @@ One L2 round makes one *summary call*, which may take several attempts:
 * **transient errors** — rate limits, server and connection errors, provider
   timeouts (:func:`~ars_core.errors.is_transient_error`): retried up to
   ``summary_max_retries`` times, after ``summary_retry_delay`` seconds,
-  doubled at each retry;
+  doubled at each retry, or after the provider's ``Retry-After`` when longer;
 * **timeout** — ``summary_timeout`` bounds the whole call, retries and waits
   included. Async: the attempt is cancelled (a synchronous summarizer's
   worker thread is abandoned). Sync: the attempt runs in a worker thread and
@@ -39,9 +39,10 @@ from __future__ import annotations
 import contextvars
 import functools
 import logging
+import math
 import threading
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import anyio
@@ -66,6 +67,7 @@ __all__ = [
     "call_async",
     "call_sync",
     "check_summary",
+    "retry_after",
     "sleep",
     "summary_attempts",
     "summary_failure",
@@ -229,7 +231,7 @@ def summary_attempts(
             history = smaller
             continue
         if transients < policy.max_retries and policy.is_transient(exc):
-            delay = policy.retry_delay * 2**transients
+            delay = max(policy.retry_delay * 2**transients, retry_after(exc) or 0.0)
             transients += 1
             retry = SummaryRetry("transient_error", describe_error(exc), delay=delay)
             log.warning(
@@ -245,6 +247,21 @@ def summary_attempts(
                 continue
             exc = waited
         return _failed(exc, retries)
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """The seconds a provider asked to wait (its response's ``Retry-After``
+    header, in seconds, on ``exc`` or the error it wraps), or ``None``."""
+    for error in (exc, exc.__cause__, getattr(exc, "cause", None)):
+        headers = getattr(getattr(error, "response", None), "headers", None)
+        value = headers.get("retry-after") if isinstance(headers, Mapping) else None
+        try:
+            seconds = float(value) if value is not None else None
+        except (TypeError, ValueError):  # an HTTP date: the backoff decides
+            seconds = None
+        if seconds is not None and math.isfinite(seconds) and seconds >= 0:
+            return seconds
+    return None
 
 
 def _with_retries(result: SummaryResult, retries: list[SummaryRetry]) -> SummaryResult:

@@ -259,6 +259,23 @@ class TestTransientErrorsAreRetried:
         )
 
     @MODES
+    def test_a_provider_retry_after_longer_than_the_backoff_is_honoured(self, mode: str) -> None:
+        """A 429 whose response says ``Retry-After: 7``: the wait is 7 s, not the 1 s
+        backoff; a shorter ``Retry-After`` (0.25 s) leaves the backoff (2 s)."""
+        request = httpx.Request("POST", "https://api.example/v1")
+
+        def limited(after: str) -> anthropic.RateLimitError:
+            answer = httpx.Response(429, headers={"retry-after": after}, request=request)
+            return anthropic.RateLimitError("rate limit exceeded", response=answer, body=None)
+
+        summarizer = FakeSummarizer(errors=[limited("7"), limited("0.25")])
+        with recorded_sleeps() as waits:
+            out = run(mode, engine(summarizer), agent_run())
+        assert waits == [7.0, 2.0] and len(summarizer.calls) == 3
+        retries = out.update.event.summary_usage.retries  # type: ignore[union-attr]
+        assert [r.delay for r in retries] == [7.0, 2.0]
+
+    @MODES
     def test_transient_retries_stop_at_the_bound_and_the_last_error_is_recorded(
         self, mode: str
     ) -> None:
