@@ -20,11 +20,14 @@ from ars_core import (
     Compressor,
     ContentPart,
     Message,
+    ToolCall,
     describe_event,
 )
 from ars_core.estimate import message_tokens
 from ars_core.files import text_sha256
+from ars_core.l1 import OFFLOAD_HEADER
 from ars_core.l1_media import MARK_MEDIA_OFFLOADED
+from ars_core.messages import MARK_OFFLOADED
 from ars_core.testing import FailingBackend, FakeSummarizer, ScriptedModel, capture_events
 
 from .helpers import files_in, memory_backend, png, small_config, words
@@ -189,3 +192,69 @@ class TestInlineMediaOffload:
         assert second.level is None  # below T: no round, the sent forms repeat
         assert second.view[: len(first.view)] == first.view
         assert files_in(backend)[path0] == images[0]
+
+
+@pytest.mark.spec("R12", "R13")
+class TestScreenshotToolResults:
+    def screenshot_run(self, payload: str) -> list[Message]:
+        """A tool answers with a long log and a screenshot; the agent answered it."""
+        c = ToolCall(id="c-shot", name="browser", args={"action": "screenshot"})
+        log_text = "page log " + words(500, "log")
+        shot = Message(
+            role="tool",
+            content=(
+                ContentPart(type="text", text=log_text),
+                image_part("anthropic", payload),
+            ),
+            tool_call_id="c-shot",
+            name="browser",
+            id="t0",
+        )
+        return [
+            Message(role="user", content="open the login page " + words(60, "task"), id="u0"),
+            Message(role="assistant", content="taking a screenshot", tool_calls=(c,), id="a0"),
+            shot,
+            Message(role="assistant", content="the login page is shown " + words(60), id="a1"),
+            Message(role="user", content="now log in", id="u1"),
+        ]
+
+    @MODES
+    def test_the_log_and_the_screenshot_of_an_answered_tool_result_both_go_to_files(
+        self, mode: str
+    ) -> None:
+        """The tool result's text is offloaded with its preview (the large tool
+        results rule), its screenshot to ``outputs/media/``: two files, two markers."""
+        payload = b64(png(640, 480, "shot"))
+        state = self.screenshot_run(payload)
+        backend = memory_backend()
+        config = small_config(summary_keep_messages=10)  # no cutoff: the L1 view is sent
+        out = run(mode, Compressor(config, estimator=EST, backend=backend), state)
+
+        sent = out.view[2]
+        log_text = state[2].content[0].text  # type: ignore[union-attr]
+        tool_path = f"outputs/large_tool_results/browser-{text_sha256(log_text)}.txt"
+        media_path, ref = reference(payload)
+        body, reference_part = sent.content  # type: ignore[misc]
+        assert (
+            body.text.startswith(f"{OFFLOAD_HEADER}{len(log_text)} characters")
+            and f"saved to {tool_path}. " in body.text
+        )
+        assert reference_part == ContentPart(type="text", text=ref)
+        assert sent.metadata[MARK_OFFLOADED] == tool_path
+        assert sent.metadata[MARK_MEDIA_OFFLOADED] == [media_path]
+        assert files_in(backend) == {tool_path: log_text, media_path: payload}
+        assert state[2].content[1] == image_part("anthropic", payload)  # state untouched
+
+    @MODES
+    def test_a_failed_screenshot_write_sends_the_whole_original_tool_result(
+        self, mode: str
+    ) -> None:
+        """The log's file is written but the screenshot's is not: the original
+        message (log and image) goes out; nothing leaves the view unsaved."""
+        payload = b64(png(640, 480, "shot-fail"))
+        state = self.screenshot_run(payload)
+        backend = FailingBackend(["outputs/media"])
+        config = small_config(summary_keep_messages=10)
+        out = run(mode, Compressor(config, estimator=EST, backend=backend), state)
+        assert out.view[2] is state[2]
+        assert backend.failed == [reference(payload)[0]]
