@@ -162,6 +162,7 @@ def test_estimator_and_loop_stall_sections(smoke: tuple[str, dict[str, object], 
     assert f"worst run <= 10% ({fit_rows['worst run']})" in h
     assert f"messages of >= 20 tokens <= 5% mean ({fit_rows[MESSAGE_ROW]})" in h
     assert len(target_lines(h)) == 4
+    assert "The shipped weights (`ApproxEstimator.WEIGHTS`) are this fit's, to 4 decimals." in h
     stall, memory = section_tables(report, "## I. Event loop stall")
     assert [(row["estimator"].split()[0], row["path"]) for row in stall] == [
         ("o200k", "acall"),
