@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -30,6 +31,7 @@ import attrs
 
 from .errors import SummarizerError
 from .estimate import Estimator, message_tokens
+from .files import encode_text
 from .l1 import FileWrite, fit_preview, sha256_text
 from .messages import MARK_SUMMARY, MARK_TRIMMED, Message, message_from_dict, message_to_dict
 
@@ -38,6 +40,7 @@ __all__ = [
     "HISTORY_DIR",
     "TRIMMED_DIR",
     "CheckedSummary",
+    "archive_line",
     "build_summary_message",
     "describe_error",
     "history_file",
@@ -204,6 +207,32 @@ def _preferred_cut(forbidden: Sequence[bool], target: int, start: int, n: int) -
     return None
 
 
+#: ``Message._cache`` key of a message's archive line (see :func:`archive_line`)
+_LINE_KEY = "ars_archive_line"
+#: archive lines up to this many characters are kept on their message; a longer one is
+#: encoded again when it is archived again (its size, not the call, is then the cost)
+LINE_CACHE_CHARS = 1 << 20
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
+def archive_line(message: Message) -> tuple[str, bytes]:
+    """``message`` as one line of a history archive (:func:`message_to_dict` as JSON)
+    and the SHA-256 digest of that line's bytes.
+
+    Kept on the message (its private ``_cache``, like its token count): a message is
+    frozen, and an edited message is a new object, so each message is encoded once
+    however many rounds archive it (a forced retry, a dropped summary archived again,
+    repeated compactions of one history)."""
+    cached: tuple[str, bytes] | None = message._cache.get(_LINE_KEY)
+    if cached is not None:
+        return cached
+    line = _ENCODER.encode(message_to_dict(message))
+    entry = (line, hashlib.sha256(encode_text(line)).digest())
+    if len(line) <= LINE_CACHE_CHARS:
+        message._cache[_LINE_KEY] = entry
+    return entry
+
+
 def history_file(
     messages: Sequence[Message], *, start: int, end: int, thread: str | None = None
 ) -> FileWrite:
@@ -211,16 +240,19 @@ def history_file(
 
     Line 1 is a header (``ars_history``, ``start``, ``end``, ``count``,
     ``thread``); each further line is one message as :func:`message_to_dict`
-    writes it. The name holds the range and a content hash, so a retry writes
-    the same file.
+    writes it (:func:`archive_line`). The name holds the range and a content
+    hash (of the header and of every line's digest), so a retry writes the same
+    file.
     """
     header: dict[str, Any] = {"ars_history": 1, "start": start, "end": end, "count": len(messages)}
     if thread is not None:
         header["thread"] = thread
-    lines = [json.dumps(header, ensure_ascii=False)]
-    lines += [json.dumps(message_to_dict(m), ensure_ascii=False, default=str) for m in messages]
-    text = "\n".join(lines) + "\n"
-    path = f"{HISTORY_DIR}/history-{start:06d}-{end:06d}-{sha256_text(text)[:16]}.jsonl"
+    head = json.dumps(header, ensure_ascii=False)
+    entries = [archive_line(m) for m in messages]
+    text = "\n".join([head, *(line for line, _ in entries)]) + "\n"
+    digest = hashlib.sha256(encode_text(head))
+    digest.update(b"".join(line_digest for _, line_digest in entries))
+    path = f"{HISTORY_DIR}/history-{start:06d}-{end:06d}-{digest.hexdigest()[:16]}.jsonl"
     return FileWrite(path, text)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -64,13 +64,23 @@ _EDIT_TOOLS = frozenset(
 )
 _PATH_ARGS = ("file_path", "path", "filename", "file", "target_file")
 _PATHLIKE = re.compile(r"^[\w.~/-]*[\w-]\.\w{1,8}$|^[\w.~-]*/[\w./~-]+$")
+#: shell commands that write a file: (text every match holds, pattern); a command
+#: without the text is not searched
 _SHELL_WRITES = (
-    re.compile(r"(?<![<>&\d])>>?\s*['\"]?([^\s'\";|&<>()]+)"),  # redirections
-    re.compile(r"\btee\s+(?:-a\s+)?['\"]?([^\s'\";|&<>()]+)"),
-    re.compile(r"\btouch\s+['\"]?([^\s'\";|&<>()]+)"),
-    re.compile(r"\bsed\s+-i\S*\s+(?:-e\s+)?(?:'[^']*'|\"[^\"]*\"|\S+)\s+['\"]?([^\s'\";|&<>()]+)"),
+    (">", re.compile(r"(?<![<>&\d])>>?\s*['\"]?([^\s'\";|&<>()]+)")),  # redirections
+    ("tee", re.compile(r"\btee\s+(?:-a\s+)?['\"]?([^\s'\";|&<>()]+)")),
+    ("touch", re.compile(r"\btouch\s+['\"]?([^\s'\";|&<>()]+)")),
+    (
+        "sed",
+        re.compile(
+            r"\bsed\s+-i\S*\s+(?:-e\s+)?(?:'[^']*'|\"[^\"]*\"|\S+)\s+['\"]?([^\s'\";|&<>()]+)"
+        ),
+    ),
 )
-_ERROR = re.compile(r"(Traceback|\w*Error\b|\w*Exception\b|error:|\bfailed\b|FAILED|No such file)")
+#: a line that reports an error. Searched once over a whole tool result first: no line
+#: separator is a word character or part of a match, so the text matches iff a line does
+#: (and no ``\w*`` prefix: the engine skips ahead instead of trying a word at every position)
+_ERROR = re.compile(r"Traceback|Error\b|Exception\b|error:|\bfailed\b|FAILED|No such file")
 
 
 @attrs.frozen
@@ -162,47 +172,71 @@ def _pathlike(candidate: str) -> bool:
     return bool(_PATHLIKE.match(candidate)) and not candidate.startswith("/dev/")
 
 
+def _ordered_by_last(items: Iterable[str]) -> list[str]:
+    """Distinct ``items``, ordered by where each occurs last."""
+    found: dict[str, None] = {}
+    for item in items:
+        found.pop(item, None)
+        found[item] = None
+    return list(found)
+
+
+def _latest(
+    messages: Sequence[Message], items_of: Callable[[Message], list[str]], k: int
+) -> list[str]:
+    """``_ordered_by_last`` of every message's items, last ``k`` only: read from the
+    newest message back, stopping once ``k`` distinct items are found."""
+    found: dict[str, None] = {}
+    for m in reversed(messages):
+        for item in reversed(items_of(m)):
+            if item not in found:
+                found[item] = None
+                if len(found) == k:
+                    return list(reversed(found))
+    return list(reversed(found))
+
+
+def _edited_in(m: Message) -> list[str]:
+    found: list[str] = []
+    for call in m.tool_calls:
+        if call.name in _EDIT_TOOLS:
+            for key in _PATH_ARGS:
+                value = call.args.get(key)
+                if isinstance(value, str) and value.strip():
+                    found.append(value.strip())
+                    break
+            continue
+        for value in call.args.values():
+            if not isinstance(value, str):
+                continue
+            for needed, pattern in _SHELL_WRITES:
+                if needed in value:
+                    found += [path for path in pattern.findall(value) if _pathlike(path)]
+    return found
+
+
 def edited_files(messages: Iterable[Message]) -> list[str]:
     """Paths that assistant tool calls created or edited, oldest first, each once.
 
     File-writing tools name them in a path argument; shell commands through
     redirections, ``tee``, ``touch`` and ``sed -i``.
     """
-    found: dict[str, None] = {}
-    for m in messages:
-        for call in m.tool_calls:
-            if call.name in _EDIT_TOOLS:
-                for key in _PATH_ARGS:
-                    value = call.args.get(key)
-                    if isinstance(value, str) and value.strip():
-                        found.pop(value.strip(), None)
-                        found[value.strip()] = None
-                        break
-                continue
-            for value in call.args.values():
-                if not isinstance(value, str):
-                    continue
-                for pattern in _SHELL_WRITES:
-                    for path in pattern.findall(value):
-                        if _pathlike(path):
-                            found.pop(path, None)
-                            found[path] = None
-    return list(found)
+    return _ordered_by_last(path for m in messages for path in _edited_in(m))
+
+
+def _errors_in(m: Message) -> list[str]:
+    if m.role != "tool":
+        return []
+    text = m.text
+    if not _ERROR.search(text):  # one scan of the whole text: most results hold none
+        return []
+    return [_norm(line) for line in text.splitlines() if _ERROR.search(line)]
 
 
 def error_lines(messages: Iterable[Message]) -> list[str]:
     """Lines of tool results that report an error, oldest first, each distinct line once
     (whitespace collapsed)."""
-    found: dict[str, None] = {}
-    for m in messages:
-        if m.role != "tool":
-            continue
-        for line in m.text.splitlines():
-            if _ERROR.search(line):
-                norm = _norm(line)
-                found.pop(norm, None)
-                found[norm] = None
-    return list(found)
+    return _ordered_by_last(line for m in messages for line in _errors_in(m))
 
 
 def command_text(call: ToolCall) -> str:
@@ -210,17 +244,14 @@ def command_text(call: ToolCall) -> str:
     return _norm(" ".join(_arg_text(v) for v in call.args.values()))
 
 
-def _commands(messages: Iterable[Message]) -> list[str]:
-    found: dict[str, None] = {}
-    for m in messages:
-        for call in m.tool_calls:
-            if call.name in _EDIT_TOOLS:
-                continue
+def _commands_in(m: Message) -> list[str]:
+    found: list[str] = []
+    for call in m.tool_calls:
+        if call.name not in _EDIT_TOOLS:
             text = command_text(call)[:COMMAND_CHARS].strip()
             if text:
-                found.pop(text, None)
-                found[text] = None
-    return list(found)
+                found.append(text)
+    return found
 
 
 # ------------------------------------------------------------------ measuring a view
@@ -243,7 +274,8 @@ def view_text(view: Iterable[Message]) -> str:
 
 
 def _shingles(words: Sequence[str], k: int) -> Iterable[tuple[str, ...]]:
-    return (tuple(words[i : i + k]) for i in range(len(words) - k + 1))
+    """Every run of ``k`` consecutive words, in order (``zip`` builds them in C)."""
+    return zip(*(words[i:] for i in range(k)), strict=False)
 
 
 def task_retention(task: str | Sequence[str], view: Sequence[Message] | str) -> float:
@@ -262,22 +294,28 @@ def task_retention(task: str | Sequence[str], view: Sequence[Message] | str) -> 
     if not total:
         return 1.0
     k = SHINGLE_WORDS
-    wanted: set[tuple[str, ...]] = set()
-    for words in words_by_task:
-        wanted.update(_shingles(words, k))
-    view_words = text.split()
-    present = {s for s in _shingles(view_words, k) if s in wanted} if wanted else set()
+    in_view: set[tuple[str, ...]] | None = None
     kept = 0
     for words in words_by_task:
         if len(words) < k:
             kept += len(words) if " ".join(words) in text else 0
             continue
-        covered = [False] * len(words)
-        for i, s in enumerate(_shingles(words, k)):
-            if s in present:
-                covered[i : i + k] = [True] * k
-        kept += sum(covered)
+        if in_view is None:
+            in_view = set(_shingles(text.split(), k))
+        kept += _covered(list(map(in_view.__contains__, _shingles(words, k))), k)
     return kept / total
+
+
+def _covered(hits: list[bool], k: int) -> int:
+    """How many words the shingles flagged in ``hits`` cover (shingle ``i`` covers
+    words ``i`` to ``i + k - 1``). The flags are the bytes of one integer: shifting it
+    by a byte spreads each hit over the next word, and the set bits are then the
+    covered words."""
+    flags = int.from_bytes(bytes(hits) + bytes(k - 1), "big")
+    spread = flags
+    for shift in range(1, k):
+        spread |= flags >> (8 * shift)
+    return spread.bit_count()
 
 
 def audit_retention(
@@ -308,11 +346,11 @@ def audit_retention(
     task_fraction = task_retention(task, text)
     if task:
         check("task", task_fraction >= TASK_KEPT)
-    for path in edited_files(summarized)[-LATEST_FILES:]:
+    for path in _latest(summarized, _edited_in, LATEST_FILES):
         check(f"file:{path}", path in text)
-    for command in _commands(summarized)[-LATEST:]:
+    for command in _latest(summarized, _commands_in, LATEST):
         check(f"command:{command}", command in text)
-    for line in error_lines(summarized)[-LATEST:]:
+    for line in _latest(summarized, _errors_in, LATEST):
         clipped = line[:ERROR_CHARS].strip()
         check(f"error:{clipped}", clipped in text)
     calls = {c.id for m in view for c in m.tool_calls}

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from ars_core import MARK_SUMMARY, ApproxEstimator, Compressor, Message, message_to_dict
+from ars_core import (
+    MARK_SUMMARY,
+    ApproxEstimator,
+    Compressor,
+    FsspecBackend,
+    Message,
+    l2,
+    message_to_dict,
+)
 from ars_core.l2 import build_summary_message, history_file, read_history, select_cutoff
 from ars_core.summarize import MARK_NOTE, condense_history
 from ars_core.testing import FakeSummarizer, ScriptedModel
@@ -134,3 +144,81 @@ class TestSummaryMessage:
         )
         assert "TimeoutError: slow" in m.text and "## Task" in m.text
         assert m.metadata["ars_summary_error"] == "TimeoutError: slow"
+
+
+def _long_history(n: int = 40) -> list[Message]:
+    """``n`` turns of prose above a 1,024-token T (L2 on any compaction)."""
+    return [
+        user(words(60, f"q{i}")) if i % 2 == 0 else assistant(words(60, f"a{i}")) for i in range(n)
+    ]
+
+
+class TestArchiveEncodedOnce:
+    """Each message is encoded for the archive once, whatever the number of rounds
+    that archive it; an edited message (a new object) is encoded anew."""
+
+    @staticmethod
+    def _spy(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
+        encoded: list[str | None] = []
+        real = l2.message_to_dict
+
+        def spy(m: Message) -> dict[str, Any]:
+            encoded.append(m.id)
+            return real(m)
+
+        monkeypatch.setattr(l2, "message_to_dict", spy)
+        return encoded
+
+    @staticmethod
+    def _archived(backend: FsspecBackend, outcome: Any) -> list[dict[str, Any]]:
+        path = outcome.update.event.file_path
+        header, messages = read_history(backend.read_text(path))
+        assert header["count"] == len(messages)
+        return [message_to_dict(m) for m in messages]
+
+    @pytest.mark.spec("R23", "R51")
+    def test_rounds_over_one_history_encode_each_message_once(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A round redone over the same history (its event was never persisted)
+        encodes nothing again and names the same archive; after a message in the
+        middle is replaced, only that message is encoded and the archive holds its
+        new form, byte for byte."""
+        encoded = self._spy(monkeypatch)
+        backend = FsspecBackend("memory://ars-encoded-once")
+        compressor = Compressor(small_config(), backend=backend, summarizer=FakeSummarizer("S"))
+        history = _long_history()
+        first = compressor.compact(history)
+        cutoff = first.update.event.cutoff
+        assert sorted(encoded) == sorted(m.id for m in history[:cutoff])
+        again = compressor.compact(history)
+        assert again.update.event.file_path == first.update.event.file_path
+        assert len(encoded) == cutoff  # nothing encoded twice
+        edited = [
+            *history[:5],
+            user(
+                "an edited question",
+            ),
+            *history[6:],
+        ]
+        third = compressor.compact(edited)
+        assert encoded[cutoff:] == [edited[5].id]
+        assert third.update.event.file_path != first.update.event.file_path
+        assert self._archived(backend, third) == [message_to_dict(m) for m in edited[:cutoff]]
+        assert self._archived(backend, third)[5]["content"] == "an edited question"
+
+    @pytest.mark.spec("R23", "R26")
+    @pytest.mark.anyio
+    async def test_rounds_over_one_history_encode_each_message_once_async(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The same through ``acompact`` (archive and summary concurrently)."""
+        encoded = self._spy(monkeypatch)
+        backend = FsspecBackend("memory://ars-encoded-once-async")
+        compressor = Compressor(small_config(), backend=backend, summarizer=FakeSummarizer("S"))
+        history = _long_history()
+        first = await compressor.acompact(history)
+        cutoff = first.update.event.cutoff
+        await compressor.acompact(history)
+        assert sorted(encoded) == sorted(m.id for m in history[:cutoff])
+        assert self._archived(backend, first) == [message_to_dict(m) for m in history[:cutoff]]

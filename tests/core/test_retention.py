@@ -167,3 +167,40 @@ class TestEveryL2Round:
         assert SummarizationEvent.from_dict(data).retention == event.retention
         del data["retention"]  # events persisted before the audit existed still load
         assert SummarizationEvent.from_dict(data).retention is None
+
+
+@pytest.mark.spec("R58")
+def test_the_audit_reads_back_only_as_far_as_its_newest_anchors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The audit checks the newest edited files, commands and errors: it reads the
+    summarized messages from the newest back and stops once it has them, so a long
+    history costs what its end holds. The anchors are those a full reading finds."""
+    from ars_core import retention
+
+    history: list[Message] = [user(TASK)]
+    for i in range(200):  # a long start: listings, no edit, no error
+        c = call("bash", f"ls{i}", command=f"ls dir{i}")
+        history += [assistant("", c), tool(c, f"file{i}.txt")]
+    for i in range(25):  # then edits whose runs fail
+        c = call("bash", f"ed{i}", command=f"echo x > src/mod{i}.py && python src/mod{i}.py")
+        history += [assistant("", c), tool(c, f"Traceback\nValueError: bad value {i}")]
+    view = [Message(role="user", content="summary"), *history[-4:]]
+    files = edited_files(history[:-4])[-20:]  # what a full reading finds
+    errors = error_lines(history[:-4])[-3:]
+    read: list[str] = []
+    for name in ("_edited_in", "_commands_in", "_errors_in"):
+        real = getattr(retention, name)
+        monkeypatch.setattr(
+            retention, name, lambda m, real=real, name=name: read.append(name) or real(m)
+        )
+    result = audit_retention(history[:-4], view, task=[TASK])
+    assert files == [f"src/mod{i}.py" for i in range(3, 23)]
+    assert errors == ["ValueError: bad value 21", "Traceback", "ValueError: bad value 22"]
+    anchors = [*result.found, *result.missing]
+    assert sorted(a for a in anchors if a.startswith("file:")) == sorted(f"file:{p}" for p in files)
+    assert sorted(a for a in anchors if a.startswith("error:")) == sorted(
+        f"error:{e}" for e in errors
+    )
+    assert "error:Traceback" in result.found  # the kept tail shows one
+    assert len(read) < 3 * 60  # the 400 listing messages at the start were never read
