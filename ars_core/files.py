@@ -280,8 +280,9 @@ class FsspecBackend:
         tmp = posixpath.join(parent, f".{posixpath.basename(host)}.ars-tmp-{uuid.uuid4().hex[:12]}")
         try:
             with self.fs.open(tmp, "wb") as fh:
+                pieces = memoryview(data)  # slices of it are views, not copies
                 for start in range(0, len(data), CHUNK):
-                    fh.write(data[start : start + CHUNK])
+                    fh.write(pieces[start : start + CHUNK])
                 fh.flush()
                 fileno = getattr(fh, "fileno", None)
                 if fileno is not None:

@@ -172,6 +172,11 @@ def _pathlike(candidate: str) -> bool:
     return bool(_PATHLIKE.match(candidate)) and not candidate.startswith("/dev/")
 
 
+#: ``Message._cache`` keys of what the audit reads of a message's tool calls
+_EDITED_KEY = "ars_edited_files"
+_COMMANDS_KEY = "ars_commands"
+
+
 def _ordered_by_last(items: Iterable[str]) -> list[str]:
     """Distinct ``items``, ordered by where each occurs last."""
     found: dict[str, None] = {}
@@ -182,7 +187,7 @@ def _ordered_by_last(items: Iterable[str]) -> list[str]:
 
 
 def _latest(
-    messages: Sequence[Message], items_of: Callable[[Message], list[str]], k: int
+    messages: Sequence[Message], items_of: Callable[[Message], Sequence[str]], k: int
 ) -> list[str]:
     """``_ordered_by_last`` of every message's items, last ``k`` only: read from the
     newest message back, stopping once ``k`` distinct items are found."""
@@ -196,7 +201,16 @@ def _latest(
     return list(reversed(found))
 
 
-def _edited_in(m: Message) -> list[str]:
+def _edited_in(m: Message) -> tuple[str, ...]:
+    """The paths ``m``'s tool calls write, in order (kept on the message: the audit of
+    every later round that covers it reads them again)."""
+    cached: tuple[str, ...] | None = m._cache.get(_EDITED_KEY)
+    if cached is None:
+        cached = m._cache[_EDITED_KEY] = tuple(_find_edited(m)) if m.tool_calls else ()
+    return cached
+
+
+def _find_edited(m: Message) -> list[str]:
     found: list[str] = []
     for call in m.tool_calls:
         if call.name in _EDIT_TOOLS:
@@ -244,7 +258,15 @@ def command_text(call: ToolCall) -> str:
     return _norm(" ".join(_arg_text(v) for v in call.args.values()))
 
 
-def _commands_in(m: Message) -> list[str]:
+def _commands_in(m: Message) -> tuple[str, ...]:
+    """The commands ``m``'s tool calls run, clipped (kept on the message)."""
+    cached: tuple[str, ...] | None = m._cache.get(_COMMANDS_KEY)
+    if cached is None:
+        cached = m._cache[_COMMANDS_KEY] = tuple(_find_commands(m)) if m.tool_calls else ()
+    return cached
+
+
+def _find_commands(m: Message) -> list[str]:
     found: list[str] = []
     for call in m.tool_calls:
         if call.name not in _EDIT_TOOLS:

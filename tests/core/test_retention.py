@@ -204,3 +204,11 @@ def test_the_audit_reads_back_only_as_far_as_its_newest_anchors(
     )
     assert "error:Traceback" in result.found  # the kept tail shows one
     assert len(read) < 3 * 60  # the 400 listing messages at the start were never read
+    # what a message's tool calls write and run is read once: a later round's audit over
+    # the same messages finds the same anchors without parsing any call again
+    parsed: list[Message] = []
+    for name in ("_find_edited", "_find_commands"):
+        real = getattr(retention, name)
+        monkeypatch.setattr(retention, name, lambda m, real=real: parsed.append(m) or real(m))
+    assert audit_retention(history[:-4], view, task=[TASK]) == result
+    assert parsed == []
