@@ -172,8 +172,9 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
         "The approximate estimator's fit (`python benchmarks/fit_approx.py`): weights fitted on "
         "every other run (by name) plus one half of each extra kind, measured on the other "
         "runs, counted per message as the estimator counts them (text, tool-call ids, names "
-        "and arguments). The worst undercount of a large request is the estimator's safety "
-        "margin (`ApproxEstimator.error_margin`).",
+        "and arguments, plus the per-message overhead a provider adds, so a message's error is "
+        "smaller than its bare text's in the table above). The worst undercount of a large "
+        "request is the estimator's safety margin (`ApproxEstimator.error_margin`).",
         "",
         *data["fit"],
         "",
