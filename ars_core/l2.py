@@ -248,7 +248,7 @@ def history_file(
     if thread is not None:
         header["thread"] = thread
     head = json.dumps(header, ensure_ascii=False)
-    entries = [archive_line(m) for m in messages]
+    entries = [m._cache.get(_LINE_KEY) or archive_line(m) for m in messages]
     text = "\n".join([head, *(line for line, _ in entries)]) + "\n"
     digest = hashlib.sha256(encode_text(head))
     digest.update(b"".join(line_digest for _, line_digest in entries))
