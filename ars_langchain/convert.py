@@ -273,6 +273,11 @@ def _same(a: BaseMessage, b: BaseMessage) -> bool:
     return a is b or (a.id == b.id and type(a) is type(b) and a == b)
 
 
+#: the messages at the start of a view mapped back one by one when the rest is the
+#: converted history's end (the summary and the kept messages sent in another form)
+VIEW_HEAD = 32
+
+
 def _unshared(items: list[Any], ours: int) -> bool:
     """Whether ``ours`` references are all there are to ``items`` (CPython's reference
     count; without one, a list is always taken as shared)."""
@@ -377,7 +382,24 @@ class HistoryConverter:
         return from_core(message)
 
     def back_all(self, messages: Sequence[Message]) -> list[BaseMessage]:
-        return [self.back(m) for m in messages]
+        """The LangChain messages ``messages`` stand for.
+
+        A view ARS sends ends with the converted history's own messages (the kept
+        tail after the summary): that tail is mapped back by slicing the LangChain
+        history, once a comparison at C speed (by identity first) shows it is the
+        history's end. Only the head — the summary, and the kept messages sent in
+        another form (:data:`VIEW_HEAD` at most) — is mapped one by one, so a call
+        costs the same however long the kept tail has grown."""
+        with self._lock:
+            core, lc = self._core, self._lc
+        view = messages if isinstance(messages, list) else list(messages)
+        n = len(view)
+        if len(lc) == len(core):
+            for head in (1, VIEW_HEAD):
+                start = len(core) - (n - head)
+                if head < n and start >= 0 and view[head:] == core[start:]:
+                    return [self.back(m) for m in view[:head]] + lc[start:]
+        return [self.back(m) for m in view]
 
     def remember(self, core: Message, message: BaseMessage) -> None:
         """Record that ``core`` stands for ``message`` (the event's summary)."""

@@ -34,6 +34,7 @@ from ars_langchain import (
     from_core,
     to_core,
 )
+from ars_langchain.convert import VIEW_HEAD
 from ars_langchain.testing import FakeToolChatModel, tool_call
 from tests.langchain.helpers import build_agent, prose
 
@@ -226,6 +227,38 @@ def test_a_released_history_list_grows_in_place_and_a_held_one_never_changes() -
     # the old list is freed only after the new one exists: a copy would have another id
     assert id(third) == grown_id and len(third) == 102 and third[-1].text == "b"
     assert conv.converted == 102
+
+
+@pytest.mark.spec("R1", "R24")
+def test_a_view_after_a_summary_maps_its_kept_tail_back_by_slicing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A view ``[summary, *history[cut:]]`` goes back to LangChain as the summary plus
+    the very LangChain objects of the history's tail, mapping only the head one by
+    one; a kept message sent in another form (L1) is converted, the rest still
+    sliced; a view that is not the history's end is mapped message by message."""
+    conv = HistoryConverter()
+    msgs = [HumanMessage(f"m{i}", id=f"id{i}") for i in range(300)]
+    core = conv.convert(msgs)
+    summary = Message(role="user", content="S", id="summary", metadata={"ars_summary": True})
+    mapped: list[Message] = []
+    real_back = HistoryConverter.back
+    monkeypatch.setattr(
+        HistoryConverter, "back", lambda self, m: mapped.append(m) or real_back(self, m)
+    )
+    back = conv.back_all([summary, *core[100:]])
+    assert back[0] == from_core(summary)
+    assert all(a is b for a, b in zip(back[1:], msgs[100:], strict=True))
+    assert mapped == [summary]
+    offloaded = Message(role="user", content="m100 (offloaded)", id="id100")
+    mapped.clear()
+    back = conv.back_all([summary, offloaded, *core[101:]])
+    assert back[1] == from_core(offloaded) and back[2] is msgs[101] and back[-1] is msgs[-1]
+    assert len(mapped) == VIEW_HEAD
+    mapped.clear()
+    middle = [summary, *core[100:200]]  # not the history's end
+    assert [m.content for m in conv.back_all(middle)[1:]] == [f"m{i}" for i in range(100, 200)]
+    assert len(mapped) == 101
 
 
 def _edited_thread_check(agent: Any, model: FakeToolChatModel, mw: Any, config: Any) -> None:
