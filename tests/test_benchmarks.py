@@ -134,6 +134,7 @@ def test_report_has_every_section(smoke: tuple[str, dict[str, object], str]) -> 
     assert set(raw) == {
         "per_call_ms",
         "l2_ms",
+        "l2_first_round_ms",
         "tokens",
         "estimator_speed_mb_s",
         "cache",
