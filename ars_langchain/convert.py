@@ -398,7 +398,8 @@ class HistoryConverter:
             for head in (1, VIEW_HEAD):
                 start = len(core) - (n - head)
                 if head < n and start >= 0 and view[head:] == core[start:]:
-                    return [self.back(m) for m in view[:head]] + lc[start:]
+                    # bounded: a later call may append to ``lc`` (never change what is here)
+                    return [self.back(m) for m in view[:head]] + lc[start : len(core)]
         return [self.back(m) for m in view]
 
     def remember(self, core: Message, message: BaseMessage) -> None:
