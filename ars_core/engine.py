@@ -143,11 +143,13 @@ class Compressor:
     ``stable_views`` (default on) keeps sending the kept messages in the form
     the last L2 request sent them, so prompt caches stay valid; ``False`` is
     the literal rule (below T every message goes out unchanged).
-    ``lean_rounds`` (default off) sizes each L2 round from its task: the
+    ``lean_rounds`` (default on) sizes each L2 round from its task: the
     summary may take the whole task plus ``T/8``, the summary model reads what
     it keeps whole plus ``T/8`` of the rest, and the cutoff keeps fewer than
     ``summary_keep_messages`` when needed so the new view falls under the L2
-    threshold (the next round waits for new messages to fill the window).
+    threshold (the next round waits for new messages to fill the window);
+    ``False`` gives the fixed rounds (the latest ``summary_keep_messages``, a
+    summary bounded by ``summary_token_limit``, an input of ``T/2``).
     """
 
     def __init__(
@@ -163,7 +165,7 @@ class Compressor:
         summary_input_tokens: int | None = None,
         is_overflow: OverflowClassifier = is_context_overflow,
         stable_views: bool = True,
-        lean_rounds: bool = False,
+        lean_rounds: bool = True,
     ) -> None:
         self.config = config or SummaryConfig()
         # names, URLs, classes and plain counters go through the plugin registry

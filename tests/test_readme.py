@@ -37,7 +37,7 @@ def test_readme_quick_start_runs_verbatim_and_prints_what_it_shows(tmp_path: Pat
     for line, sample in zip(out, expected, strict=False):
         pattern = ".*?".join(re.escape(piece) for piece in sample.split("…"))
         assert re.fullmatch(pattern, line), (sample, line)
-    assert out[-1] == "16 messages kept; the model now reads the summary + 5 messages"
+    assert out[-1] == "16 messages kept; the model now reads the summary + 3 messages"
     assert [line.split(":")[0] for line in out[:-1]] == ["started L1", "completed L1"] + [
         "started L1",
         "completed L2",

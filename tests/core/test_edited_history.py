@@ -62,7 +62,8 @@ def history(pairs: int, size: int = 60) -> list[Message]:
 
 def engine(**kw: Any) -> tuple[Compressor, RecordingEmitter]:
     emitter = RecordingEmitter()
-    config = small_config(summary_keep_messages=4, **kw)
+    # FakeSummarizer's summary is tiny: a small summary bound leaves the kept tail its 4 messages
+    config = small_config(summary_keep_messages=4, **{"summary_max_tokens": 64, **kw})
     return Compressor(
         config, backend=memory_backend(), summarizer=FakeSummarizer("SUMMARY"), emitter=emitter
     ), emitter

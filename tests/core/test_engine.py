@@ -195,11 +195,13 @@ class TestL1Only:
 
     @pytest.mark.spec("R12")
     def test_failed_offload_keeps_original_text(self) -> None:
-        """A failed L1 write never drops text from the view."""
+        """A failed L1 write never drops text from the view (T = 3K: the request is
+        above T, its L1 view with the result still in it fits T)."""
         state, _, big = self.setup_state()
         backend = FailingBackend(["outputs/large_tool_results"])
         model = ScriptedModel()
-        Compressor(small_config(summary_keep_messages=10), backend=backend).call(state, model)
+        config = small_config(summary_keep_messages=10, summary_threshold=3)
+        Compressor(config, backend=backend).call(state, model)
         assert model.calls[0][4] is state[4]
         assert backend.failed == [f"outputs/large_tool_results/bash-{sha256_text(big)}.txt"]
 
@@ -248,7 +250,13 @@ class TestL2:
         backend, emitter = memory_backend(), RecordingEmitter()
         summarizer = FakeSummarizer("THE SUMMARY")
         model = ScriptedModel(["answer"])
-        engine = Compressor(small_config(), backend=backend, emitter=emitter, summarizer=summarizer)
+        engine = Compressor(
+            small_config(summary_max_tokens=64),
+            backend=backend,
+            emitter=emitter,
+            summarizer=summarizer,
+            summary_input_tokens=1024,
+        )
 
         out = engine.call(state, model, thread="t-1")
 
@@ -296,9 +304,10 @@ class TestL2:
             assistant("done"),
         ]
         model = ScriptedModel()
-        out = Compressor(small_config(summary_keep_messages=3), summarizer=FakeSummarizer()).call(
-            state, model
-        )
+        out = Compressor(
+            small_config(summary_keep_messages=3, summary_max_tokens=64),
+            summarizer=FakeSummarizer(),
+        ).call(state, model)
         assert out.update.event.cutoff == 16  # the assistant with the three calls
         sent = model.calls[0]
         assert [m.role for m in sent] == ["user", "assistant", "tool", "tool", "tool", "assistant"]
@@ -367,7 +376,9 @@ class TestFailures:
     """Failures degrade, they never lose the summary or the call."""
 
     @pytest.mark.spec("R26", "R40")
-    def test_history_write_failure_still_summarizes_without_path(self, caplog: pytest.LogCaptureFixture) -> None:
+    def test_history_write_failure_still_summarizes_without_path(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
         backend, emitter = FailingBackend(["outputs/conversation_history"]), RecordingEmitter()
         summarizer = FakeSummarizer("S")
         model = ScriptedModel(["ok"])
@@ -436,9 +447,10 @@ class TestFailures:
 
     @pytest.mark.spec("R42")
     def test_no_valid_cutoff_falls_back_to_l1_view(self) -> None:
-        """Too few messages to summarize: the L1 view is sent and state is unchanged."""
+        """Too few messages to summarize (and their L1 view fits T): the L1 view is sent
+        and state is unchanged."""
         c = call("bash")
-        state = [user(words(900)), assistant("", c), tool(c, words(900))]
+        state = [user(words(700)), assistant("", c), tool(c, words(900))]
         model = ScriptedModel()
         with capture_events() as emitter:
             out = Compressor(small_config()).call(state, model)
@@ -448,8 +460,9 @@ class TestFailures:
 
     @pytest.mark.spec("R42")
     def test_no_cutoff_and_still_overflowing_propagates_and_fails(self) -> None:
-        # an assistant message: a user message above T would be offloaded and fit
-        state = [user(words(10)), assistant(words(2000))]
+        # one assistant message: nothing to summarize (a user message above T would be
+        # offloaded and fit; with a message before it, L2 would summarize that one)
+        state = [assistant(words(2000))]
         model = ScriptedModel(overflow_above=1500)
         with capture_events() as emitter, pytest.raises(ContextOverflowError):
             Compressor(small_config()).call(state, model)
@@ -497,9 +510,9 @@ class TestOverflow:
         state = long_history(6)  # ~800 tokens: below T=1,024
         emitter = RecordingEmitter()
         model = ScriptedModel(["ok"], overflow_above=600)
-        out = Compressor(small_config(), emitter=emitter, summarizer=FakeSummarizer("S")).call(
-            state, model
-        )
+        out = Compressor(
+            small_config(summary_max_tokens=64), emitter=emitter, summarizer=FakeSummarizer("S")
+        ).call(state, model)
         assert len(model.calls) == 2 and model.calls[0] == state
         assert model.calls[1] == [out.update.event.summary_message, *state[8:]]
         assert out.forced and out.level == "L2" and out.response == "ok"
@@ -537,26 +550,30 @@ class TestOverflow:
     @pytest.mark.spec("R22", "R43")
     def test_overflow_trims_the_kept_tail_and_persists_it_by_id(self) -> None:
         huge = "LOG " + words(480, "huge")
-        state = [*long_history(2), user(huge), assistant("ok"), user("next"), assistant("fine")]
+        # the huge message is the newest: the smallest kept part, and still too big
+        state = [*long_history(2), user("next"), assistant("ok"), user(huge)]
         assert 700 < EST.count(state) < 1024  # below T, above what the model accepts
         backend, emitter = memory_backend(), RecordingEmitter()
         model = ScriptedModel(["done"], overflow_above=700)
         out = Compressor(
-            small_config(), backend=backend, emitter=emitter, summarizer=FakeSummarizer("S")
+            small_config(summary_max_tokens=64),
+            backend=backend,
+            emitter=emitter,
+            summarizer=FakeSummarizer("S"),
         ).call(state, model)
         event = out.update.event
-        assert event.cutoff == 4
+        assert event.cutoff == 6
         ((index, trimmed),) = out.update.replaced
-        assert index == 4 and trimmed.id == state[4].id and trimmed.role == "user"
+        assert index == 6 and trimmed.id == state[6].id and trimmed.role == "user"
         path = trimmed.metadata[MARK_TRIMMED]
         assert path.startswith("outputs/trimmed_messages/user-") and path in trimmed.text
         # the file holds the original message, losslessly
-        assert json.loads(files_in(backend)[path]) == message_to_dict(state[4])
+        assert json.loads(files_in(backend)[path]) == message_to_dict(state[6])
         # what was sent is exactly summary + trimmed tail; the state is untouched
         assert len(model.calls) == 2 and model.calls[0] == state
-        assert model.calls[-1] == [event.summary_message, trimmed, *state[5:]]
-        assert out.tokens_after <= small_config().l2_threshold_tokens
-        assert state[4].text == huge
+        assert model.calls[-1] == [event.summary_message, trimmed]
+        assert out.tokens_after <= small_config(summary_max_tokens=64).l2_threshold_tokens
+        assert state[6].text == huge
         assert emitter.phases == [("started", "L2"), ("completed", "L2")]
 
 
@@ -598,7 +615,7 @@ class TestAsync:
 
         with anyio.fail_after(5):
             out = await Compressor(
-                small_config(), backend=WaitingBackend(), summarizer=summarizer
+                small_config(summary_max_tokens=64), backend=WaitingBackend(), summarizer=summarizer
             ).acall(long_history(8), model)
         assert out.response == "async ok" and out.update.event.file_path in files_in(inner)
 
@@ -646,9 +663,9 @@ class TestContentKinds:
         c = call("search")
         state = [user("查一下"), assistant("", c), tool(c, text)]
         backend, model = memory_backend(), ScriptedModel()
-        Compressor(
-            small_config(summary_l2_trigger_ratio=1.0), estimator=EST, backend=backend
-        ).call(state, model)
+        Compressor(small_config(summary_l2_trigger_ratio=1.0), estimator=EST, backend=backend).call(
+            state, model
+        )
         sent = model.calls[0][2]
         assert EST.count_message(sent) <= 120
         assert "上下文压缩" in sent.text
@@ -700,9 +717,9 @@ class TestCompact:
     def test_forced_compact_runs_l2_without_calling_a_model(self) -> None:
         state = long_history(4)  # below T
         emitter = RecordingEmitter()
-        out = Compressor(small_config(), summarizer=FakeSummarizer("S"), emitter=emitter).compact(
-            state, force=True
-        )
+        out = Compressor(
+            small_config(summary_max_tokens=64), summarizer=FakeSummarizer("S"), emitter=emitter
+        ).compact(state, force=True)
         assert out.response is None and out.forced
         assert list(out.view) == [out.update.event.summary_message, *state[4:]]
         assert emitter.phases == [("started", "L2"), ("completed", "L2")]
@@ -739,7 +756,9 @@ class TestOverflowClassification:
         ],
     )
     @pytest.mark.spec("R4")
-    def test_provider_overflow_texts_are_classified(self, text: str, status: int | None, overflow: bool) -> None:
+    def test_provider_overflow_texts_are_classified(
+        self, text: str, status: int | None, overflow: bool
+    ) -> None:
         from ars_core import is_context_overflow
 
         exc = Exception(text)

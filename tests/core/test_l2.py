@@ -110,10 +110,11 @@ class TestSummaryInput:
         )
         out = engine.call(state, ScriptedModel())
         ((history, _),) = summarizer.calls
-        # every summarized user request is the task (29 here): each keeps its head and tail
+        # every summarized user request is the task (31 here: the view must fall under the
+        # L2 threshold, so only the newest message is kept): each keeps its head and tail
         cut = out.update.event.cutoff
         requests = [m for m in state[:cut] if m.role == "user"]
-        assert len(requests) == 29
+        assert len(requests) == 31
         kept = [m for m in history if m.role == "user" and not m.metadata.get(MARK_NOTE)]
         assert [m.id for m in kept] == [m.id for m in requests]
         for short, orig in zip(kept, requests, strict=True):

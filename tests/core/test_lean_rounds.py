@@ -132,7 +132,9 @@ def test_a_long_run_at_a_small_t_summarizes_once_per_real_overflow() -> None:
     assert len(rounds) <= 1 + appended // (config.threshold_tokens - l2)
 
     fixed = FakeSummarizer("The agent ran the tests of the parser. " + words(60, "sum"))
-    churn = replay(Compressor(config, estimator=EST, summarizer=fixed), conversation)
+    churn = replay(
+        Compressor(config, estimator=EST, summarizer=fixed, lean_rounds=False), conversation
+    )
     assert min(gaps(churn)) < config.threshold_tokens - l2
     assert len(fixed.calls) > len(lean.calls)
 

@@ -11,7 +11,7 @@ from ars_core import MARK_OFFLOADED, ApproxEstimator, Compressor, message_to_dic
 from ars_core.l1 import offload_body, sha256_text
 from ars_core.testing import RecordingEmitter, ScriptedModel
 
-from .helpers import assistant, files_in, memory_backend, small_config, user, words
+from .helpers import assistant, call, files_in, memory_backend, small_config, tool, user, words
 
 EST = ApproxEstimator()
 
@@ -57,15 +57,18 @@ class TestOversizedUserMessage:
         ]
 
     def test_user_message_below_t_is_never_offloaded(self) -> None:
-        """Above the L1 trigger but each user message below T: sent unchanged."""
-        first, second = user(words(600, "a")), user(words(600, "b"))
-        state = [first, assistant("ok"), second]
+        """Above the L1 trigger but each user message below T: sent unchanged (the large
+        tool result between them is what L1 offloads to fit T)."""
+        first, second = user(words(300, "a")), user(words(300, "b"))
+        c = call("bash")
+        state = [first, assistant("", c), tool(c, words(600, "log")), second]
         backend, model = memory_backend(), ScriptedModel()
         Compressor(small_config(summary_l2_trigger_ratio=1.0), estimator=EST, backend=backend).call(
             state, model
         )
-        assert model.calls[0] == state
-        assert files_in(backend) == {}
+        (sent,) = model.calls
+        assert sent[0] is first and sent[3] is second and sent[1] is state[1]
+        assert [p.split("/")[1] for p in files_in(backend)] == ["large_tool_results"]
 
     def test_same_text_same_file_written_once(self) -> None:
         """Two calls over the same oversized message send the same view and

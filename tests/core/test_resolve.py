@@ -118,16 +118,22 @@ def test_every_estimator_form_counts_the_request(form: str) -> None:
 @pytest.mark.spec("R3", "R12")
 def test_a_counter_estimator_drives_the_trigger_and_l1() -> None:
     """A plain counter decides the trigger: 600 a message puts 5 messages above T (1,024) and
-    every tool result above the 120-token limit, so L1 offloads it."""
+    every tool result above the 120-token limit, so L1 offloads it. No message fits the L2
+    threshold beside the summary: L2 keeps the newest alone and summarizes the L1 view."""
+    summarizer = FakeSummarizer()
     engine = Compressor(
-        small_config(), estimator=lambda messages: 600 * len(messages), summarizer=FakeSummarizer()
+        small_config(),
+        estimator=lambda messages: 600 * len(messages),
+        summarizer=summarizer,
+        summary_input_tokens=10_000,  # every message "600 tokens": the summary reads them all
     )
     c = call("bash")
     history = [user("hi"), assistant("", c), tool(c, "short output"), assistant("ok"), user("more")]
     out = engine.call(history, ScriptedModel())
-    assert out.level in ("L1", "L2")
-    assert out.tokens_before == 5 * 600
-    assert offloaded_path(out.view).startswith("outputs/large_tool_results/bash-")
+    assert out.level == "L2" and out.tokens_before == 5 * 600
+    assert list(out.view)[1:] == [history[-1]]
+    ((summarized, _),) = summarizer.calls
+    assert offloaded_path(summarized).startswith("outputs/large_tool_results/bash-")
 
 
 @pytest.mark.spec("R35")

@@ -108,8 +108,11 @@ class TestMeasure:
 
 
 def _l2(summarizer: object) -> tuple[Compressor, list[Message]]:
+    # the summary bound of the fixed rounds (the L2 threshold): room for every anchor
     config = small_config(summary_keep_messages=3)
-    return Compressor(config, summarizer=summarizer), _history()
+    # the summary model reads all of this short history (the default, what it keeps whole
+    # + T/8, is 128 tokens beside the newest message here)
+    return Compressor(config, summarizer=summarizer, summary_input_tokens=2048), _history()
 
 
 class TestEveryL2Round:

@@ -115,7 +115,8 @@ def _after_l2_round(
     """An L2 round whose kept window holds a large tool result, then one more
     call below T (after replacing the messages in ``edit`` by id); the two
     requests."""
-    compressor = Compressor(config=small_config(), stable_views=stable_views)
+    # FakeSummarizer's summary is tiny: a small bound leaves the kept window its tool result
+    compressor = Compressor(config=small_config(summary_max_tokens=64), stable_views=stable_views)
     backend = memory_backend()
     call = ToolCall(id="c-big", name="bash", args={"command": "make"})
     state = [

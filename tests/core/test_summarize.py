@@ -181,9 +181,9 @@ class TestTaskBudget:
         ]
         config = SummaryConfig(summary_threshold=8, summary_keep_messages=4)
         out = Compressor(config).call(state, ScriptedModel())
-        assert out.level == "L2"
+        assert out.level == "L2" and out.update.event.cutoff == 24  # the newest kept alone
         summary = out.update.event.summary_message.text
-        assert _sections(summary)["Task, user request 1 of 11"] == task
+        assert _sections(summary)["Task, user request 1 of 13"] == task
 
     @pytest.mark.spec("R41")
     def test_fallback_after_a_failing_summary_model_keeps_the_task(self) -> None:
@@ -195,9 +195,10 @@ class TestTaskBudget:
         config = SummaryConfig(summary_threshold=8, summary_keep_messages=4)
         failing = FakeSummarizer(error=RuntimeError("down"))
         out = Compressor(config, summarizer=failing).call(state, ScriptedModel())
+        assert out.update.event.cutoff == 24  # the newest kept alone
         summary = out.update.event.summary_message.text
         assert "[ARS: the summary model failed: RuntimeError: down]" in summary
-        assert _sections(summary)["Task, user request 1 of 11"] == task
+        assert _sections(summary)["Task, user request 1 of 13"] == task
 
 
 class TestToolCalls:

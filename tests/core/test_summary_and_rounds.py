@@ -168,8 +168,12 @@ class TestEveryRoundEnds:
             await anyio.sleep_forever()
 
         backend = memory_backend()
+        # FakeSummarizer's summary is tiny: a small bound leaves the kept tail its 4 messages
         compressor = Compressor(
-            small_config(), backend=backend, summarizer=FakeSummarizer(gate=never), emitter=emitter
+            small_config(summary_max_tokens=64),
+            backend=backend,
+            summarizer=FakeSummarizer(gate=never),
+            emitter=emitter,
         )
         model = ScriptedModel(["ok"])
 
@@ -272,7 +276,8 @@ class TestSeedRules:
         """A long final paste is trimmed in the view sent, but without a context
         overflow the checkpoint keeps it as it is (no ``replaced``)."""
         # just below T: a user message above T would be offloaded by L1 instead
-        state = [*history(6), user("PASTE " + words(950, "paste"))]
+        # (the paste is the newest message, kept alone: with the summary it is above T)
+        state = [*history(6), user("PASTE " + words(990, "paste"))]
         backend = memory_backend()
         compressor = Compressor(small_config(), backend=backend, summarizer=FakeSummarizer("S"))
         model = ScriptedModel(["ok"])

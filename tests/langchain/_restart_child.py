@@ -73,7 +73,9 @@ def main(turn: str, db: str, thread_id: str, url: str, options: str) -> None:
         script = [AIMessage("second done", id="a3")]
         message = HumanMessage("and once more", id="h2")
     model = FakeToolChatModel(script)
-    mw = ArsSummarizationMiddleware(CONFIG, backend=backend)
+    mw = ArsSummarizationMiddleware(
+        CONFIG, backend=backend, compressor_options={"lean_rounds": False}
+    )
     with SqliteSaver.from_conn_string(db) as saver:
         agent = build_agent(model, mw, tools=[big_output])(saver)
         agent.invoke({"messages": [message]}, {"configurable": {"thread_id": thread_id}})

@@ -23,7 +23,11 @@ def main(url: str, thread_id: str, root: str) -> None:
     model = FakeToolChatModel(
         [AIMessage("SUMMARY-TWO", id="s2"), AIMessage(prose("answer two", 20), id="a2")]
     )
-    mw = ArsSummarizationMiddleware(RESUME_CONFIG, backend=FsspecBackend(f"file://{root}"))
+    mw = ArsSummarizationMiddleware(
+        RESUME_CONFIG,
+        backend=FsspecBackend(f"file://{root}"),
+        compressor_options={"lean_rounds": False},
+    )
     with PostgresSaver.from_conn_string(url) as saver:
         agent = build_agent(model, mw)(saver)
         agent.invoke(

@@ -69,7 +69,14 @@ def make_worker(name: str, bucket: str, s3: S3Server, race: Race | None = None) 
 
     model = FakeToolChatModel([answer] * 50)
     summarizer = FakeSummarizer(text=lambda rendered: f"summary by {name} of {len(rendered)} chars")
-    middleware = ArsSummarizationMiddleware(CONFIG, backend=backend, summarizer=summarizer)
+    # the fixed rounds: every raced turn runs L2 over the same history (lean rounds leave
+    # room after a round, so a raced turn could fit below T)
+    middleware = ArsSummarizationMiddleware(
+        CONFIG,
+        backend=backend,
+        summarizer=summarizer,
+        compressor_options={"lean_rounds": False},
+    )
     return Worker(name, model, summarizer, middleware)
 
 

@@ -42,7 +42,11 @@ def setup(tag: str) -> tuple[FakeToolChatModel, Any]:
     model = FakeToolChatModel(
         [AIMessage(prose(f"answer {i}", 133), id=f"a-{tag}-{i}") for i in range(TURNS + 1)]
     )
-    mw = ArsSummarizationMiddleware(CONFIG, summarizer=FakeSummarizer("SUMMARY OF EARLIER TURNS"))
+    mw = ArsSummarizationMiddleware(
+        CONFIG,
+        summarizer=FakeSummarizer("SUMMARY OF EARLIER TURNS"),
+        compressor_options={"lean_rounds": False},
+    )
     return model, mw
 
 

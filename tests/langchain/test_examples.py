@@ -45,17 +45,17 @@ def test_langchain_agent_example() -> None:
         compression[1],
     )
     assert re.search(
-        r", history archived to outputs/conversation_history/history-000000-000003-[0-9a-f]+"
-        r"\.jsonl, summary covers messages 1-3$",  # the L2 cutoff
+        r", history archived to outputs/conversation_history/history-000000-000004-[0-9a-f]+"
+        r"\.jsonl, summary covers messages 1-4$",  # the L2 cutoff (the newest message kept alone)
         compression[3],
     )
     assert any(
-        line.startswith("persisted event: cutoff 3 history file outputs/conversation_history/")
+        line.startswith("persisted event: cutoff 4 history file outputs/conversation_history/")
         for line in out
     )
     assert "The user asked about latency; logs show at most 299 ms." in out
     files_line = out[-1]
-    assert files_line.startswith("files: ['outputs/conversation_history/history-000000-000003-")
+    assert files_line.startswith("files: ['outputs/conversation_history/history-000000-000004-")
     assert "'outputs/large_tool_results/grep_logs-" in files_line
 
 

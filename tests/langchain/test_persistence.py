@@ -81,7 +81,12 @@ def chain_setup(
     )
     summarizer = FakeSummarizer(text=lambda rendered: f"summary of {len(rendered)} characters")
     backend = FsspecBackend(f"memory://chain-{tag}")
-    mw = ArsSummarizationMiddleware(CHAIN_CONFIG, backend=backend, summarizer=summarizer)
+    mw = ArsSummarizationMiddleware(
+        CHAIN_CONFIG,
+        backend=backend,
+        summarizer=summarizer,
+        compressor_options={"lean_rounds": False},
+    )
     return model, summarizer, mw, backend, turns
 
 
@@ -147,7 +152,9 @@ def test_resume_in_a_new_process_from_postgres(
     model = FakeToolChatModel(
         [AIMessage("SUMMARY-ONE", id="s1"), AIMessage(prose("answer one", 20), id="a1")]
     )
-    mw = ArsSummarizationMiddleware(RESUME_CONFIG, backend=backend)
+    mw = ArsSummarizationMiddleware(
+        RESUME_CONFIG, backend=backend, compressor_options={"lean_rounds": False}
+    )
     config = {"configurable": {"thread_id": thread_id}}
     with PostgresSaver.from_conn_string(pg_setup) as saver:
         build_agent(model, mw)(saver).invoke({"messages": seed}, config)
@@ -166,7 +173,10 @@ def test_resume_in_a_new_process_from_postgres(
     child = json.loads(proc.stdout.strip().splitlines()[-1])
 
     with PostgresSaver.from_conn_string(pg_setup) as saver:
-        agent = build_agent(FakeToolChatModel(), ArsSummarizationMiddleware(RESUME_CONFIG))(saver)
+        agent = build_agent(
+            FakeToolChatModel(),
+            ArsSummarizationMiddleware(RESUME_CONFIG, compressor_options={"lean_rounds": False}),
+        )(saver)
         values = agent.get_state(config).values
         history = list(agent.get_state_history(config))
     state = values["messages"]

@@ -164,6 +164,7 @@ def _run_agent(estimator: Any, mode: str, thread_id: str) -> tuple[Any, dict[str
         SummaryConfig(summary_threshold=1, summary_keep_messages=2),
         estimator=estimator,
         backend=FsspecBackend(f"memory://plugin-{thread_id}"),
+        compressor_options={"lean_rounds": False},  # the fixed rounds: one L2, cutoff 1
     )
     agent = create_agent(model, tools=[], system_prompt=SYSTEM, middleware=[mw],
                          checkpointer=InMemorySaver())

@@ -335,7 +335,11 @@ def test_l2_summary_event_and_files(
         summary_model = FakeToolChatModel([RuntimeError("summary service down")])
     usages: list[dict[str, Any]] = []
     mw = ArsSummarizationMiddleware(
-        L2_CONFIG, backend=backend, model=summary_model, on_model_usage=usages.append
+        L2_CONFIG,
+        backend=backend,
+        model=summary_model,
+        on_model_usage=usages.append,
+        compressor_options={"lean_rounds": False},
     )
     seed = seeded_history()
     result = runner.run(
@@ -502,7 +506,9 @@ def test_overflow_forces_l2_and_persists_tail_trim(runner: Runner, thread_id: st
     )
     backend = FsspecBackend(f"memory://r43-{thread_id}")
     config = SummaryConfig(summary_threshold=4, summary_keep_messages=2)
-    mw = ArsSummarizationMiddleware(config, backend=backend)
+    mw = ArsSummarizationMiddleware(
+        config, backend=backend, compressor_options={"lean_rounds": False}
+    )
     result = runner.run(build_agent(model, mw), [{"messages": seed}], cfg(thread_id))
     assert result.runs[0].error is None
 
@@ -558,7 +564,9 @@ def test_no_valid_cutoff_overflow_propagates_with_failed(runner: Runner, thread_
     model = FakeToolChatModel([AIMessage("never")], overflow_above=4000)
     backend = FsspecBackend(f"memory://r42-{thread_id}")
     mw = ArsSummarizationMiddleware(
-        SummaryConfig(summary_threshold=1, summary_keep_messages=2), backend=backend
+        SummaryConfig(summary_threshold=1, summary_keep_messages=2),
+        backend=backend,
+        compressor_options={"lean_rounds": False},
     )
     result = runner.run(build_agent(model, mw), [{"messages": seed}], cfg(thread_id))
 

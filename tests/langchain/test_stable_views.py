@@ -76,7 +76,12 @@ def test_kept_offloads_stay_offloaded_after_l2_sync(
     config = {"configurable": {"thread_id": thread_id}}
 
     def middleware() -> ArsSummarizationMiddleware:
-        return ArsSummarizationMiddleware(CONFIG, backend=backend, summarizer=FakeSummarizer())
+        return ArsSummarizationMiddleware(
+            CONFIG,
+            backend=backend,
+            summarizer=FakeSummarizer(),
+            compressor_options={"lean_rounds": False},
+        )
 
     with make_saver(kind, tmp_path, request) as saver:
         agent = build_agent(model, middleware())(saver)
@@ -99,7 +104,12 @@ async def test_kept_offloads_stay_offloaded_after_l2_async(
     config = {"configurable": {"thread_id": thread_id}}
 
     def middleware() -> ArsSummarizationMiddleware:
-        return ArsSummarizationMiddleware(CONFIG, backend=backend, summarizer=FakeSummarizer())
+        return ArsSummarizationMiddleware(
+            CONFIG,
+            backend=backend,
+            summarizer=FakeSummarizer(),
+            compressor_options={"lean_rounds": False},
+        )
 
     async with async_saver(kind, tmp_path, None) as saver:
         agent = build_agent(model, middleware())(saver)

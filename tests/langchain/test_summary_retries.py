@@ -103,6 +103,7 @@ def test_a_failing_summary_model_is_retried_and_the_retry_is_checkpointed_and_st
         backend=FsspecBackend(f"memory://retries-{thread_id}"),
         model=summary_model,
         estimator=EST,
+        compressor_options={"lean_rounds": False},
     )
     with recorded_sleeps() as waits:
         result = runner.run(

@@ -53,6 +53,7 @@ async def test_get_with_lone_surrogates_and_nul_offloads_and_archives_exactly(
         summarizer=FakeSummarizer("SUMMARY"),
         summary_threshold=1,
         summary_keep_messages=3,
+        summary_max_tokens=32,  # a tiny summary: the kept window keeps its 3 messages
         summary_l2_trigger_ratio=0.3,
         summary_tool_result_token_limit=100,
     )

@@ -239,8 +239,13 @@ def test_files_are_scoped_per_chat_store_key(files_root: Path) -> None:
             == big
         )
     files = sorted(p.relative_to(files_root).as_posix() for p in files_root.rglob("*.txt"))
-    assert files == [f"threads/alice/{seen['alice']}", f"threads/{scope_name('../../etc')}/{seen['../../etc']}"]
-    assert scope_name("../../etc").startswith("etc-")  # sanitised, and never the same scope as "etc"
+    assert files == [
+        f"threads/alice/{seen['alice']}",
+        f"threads/{scope_name('../../etc')}/{seen['../../etc']}",
+    ]
+    assert scope_name("../../etc").startswith(
+        "etc-"
+    )  # sanitised, and never the same scope as "etc"
 
 
 # ---------------------------------------------------------------- sync path
@@ -270,6 +275,7 @@ def test_sync_path_writes_history_first_then_summarizes(
         summarizer=FakeSummarizer(summarize),
         summary_threshold=1,
         summary_keep_messages=4,
+        summary_max_tokens=32,  # a tiny summary: the kept window keeps its 4 messages
     )
     history = conversation(8)
     memory.put_messages(history)
