@@ -46,6 +46,8 @@ def memory_with(llm: ScriptedLLM) -> ArsMemory:
         summary_keep_messages=4,
         estimator=EST,
     )
+    # the fixed rounds: their T/2 summary input is what overflows the 700-token model
+    memory.compressor.lean_rounds = False
     memory.set(conversation())
     return memory
 
