@@ -19,6 +19,7 @@ stored in the event as ``retention`` (see :meth:`Retention.to_dict`).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -48,6 +49,9 @@ MARK_NOTE = "ars_note"
 TASK_KEPT = 0.9
 #: words per shingle when measuring how much of a text a view holds
 SHINGLE_WORDS = 5
+
+#: task texts whose runs of words are kept indexed (the task of the last few threads)
+TASK_INDEXES = 64
 #: the latest commands and errors of the summarized part that are audited
 LATEST = 3
 #: the latest files created or edited that are audited
@@ -295,11 +299,6 @@ def view_text(view: Iterable[Message]) -> str:
     return _norm("\n".join(chunks))
 
 
-def _shingles(words: Sequence[str], k: int) -> Iterable[tuple[str, ...]]:
-    """Every run of ``k`` consecutive words, in order (``zip`` builds them in C)."""
-    return zip(*(words[i:] for i in range(k)), strict=False)
-
-
 def task_retention(task: str | Sequence[str], view: Sequence[Message] | str) -> float:
     """The share of the task statement that ``view`` holds, in ``[0, 1]``.
 
@@ -308,24 +307,67 @@ def task_retention(task: str | Sequence[str], view: Sequence[Message] | str) -> 
     kept when it is part of a run of :data:`SHINGLE_WORDS` consecutive task
     words that appears verbatim (whitespace aside) in the view. Tasks shorter
     than that count as kept when they appear whole. An empty task is kept.
+
+    Each task's runs are worked out once (:func:`_task_runs`, kept for the next
+    rounds, whose task is mostly the same texts): a round makes the view's runs
+    and keeps those of any task, then scans only those per task text.
     """
-    texts = [task] if isinstance(task, str) else list(task)
+    texts = (task,) if isinstance(task, str) else tuple(task)
     text = view if isinstance(view, str) else view_text(view)
-    words_by_task = [t.split() for t in texts]
-    total = sum(len(w) for w in words_by_task)
+    indexes, every_run = _task_runs(texts)
+    total = sum(index.words for index in indexes)
     if not total:
         return 1.0
-    k = SHINGLE_WORDS
-    in_view: set[tuple[str, ...]] | None = None
+    common = every_run.intersection(_runs(text.split())) if every_run else frozenset()
     kept = 0
-    for words in words_by_task:
-        if len(words) < k:
-            kept += len(words) if " ".join(words) in text else 0
-            continue
-        if in_view is None:
-            in_view = set(_shingles(text.split(), k))
-        kept += _covered(list(map(in_view.__contains__, _shingles(words, k))), k)
+    for index in indexes:
+        if index.whole is not None:
+            kept += index.words if index.whole in text else 0
+        else:
+            kept += index.covered(common)
     return kept / total
+
+
+def _runs(words: Sequence[str]) -> Iterable[str]:
+    """Every run of :data:`SHINGLE_WORDS` consecutive words, joined by a space (the
+    words hold no whitespace, so equal strings are equal runs; a string keeps its hash)."""
+    return map(" ".join, zip(*(words[i:] for i in range(SHINGLE_WORDS)), strict=False))
+
+
+class _TaskIndex:
+    """One task text's words: their count, the text itself when shorter than a run
+    (``whole``), else its runs in order (``runs``, and as a set), and the last
+    coverage worked out (the same runs are found in the view round after round)."""
+
+    def __init__(self, task: str) -> None:
+        words = task.split()
+        self.words = len(words)
+        self.whole = " ".join(words) if self.words < SHINGLE_WORDS else None
+        self.runs = list(_runs(words)) if self.whole is None else []
+        self.distinct = frozenset(self.runs)
+        self.last: tuple[frozenset[str], int] = (frozenset(), 0)
+
+    def covered(self, in_view: frozenset[str]) -> int:
+        """How many of the task's words a run found in ``in_view`` covers."""
+        found = self.distinct & in_view
+        last_found, last_covered = self.last
+        if found == last_found:
+            return last_covered
+        covered = _covered(list(map(found.__contains__, self.runs)), SHINGLE_WORDS)
+        self.last = (found, covered)
+        return covered
+
+
+@functools.lru_cache(maxsize=TASK_INDEXES)
+def _task_index(task: str) -> _TaskIndex:
+    return _TaskIndex(task)
+
+
+@functools.lru_cache(maxsize=TASK_INDEXES)
+def _task_runs(texts: tuple[str, ...]) -> tuple[list[_TaskIndex], frozenset[str]]:
+    """The index of each task text, and every run of any of them."""
+    indexes = [_task_index(t) for t in texts]
+    return indexes, frozenset().union(*(index.distinct for index in indexes))
 
 
 def _covered(hits: list[bool], k: int) -> int:

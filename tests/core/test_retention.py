@@ -215,3 +215,47 @@ def test_the_audit_reads_back_only_as_far_as_its_newest_anchors(
         monkeypatch.setattr(retention, name, lambda m, real=real: parsed.append(m) or real(m))
     assert audit_retention(history[:-4], view, task=[TASK]) == result
     assert parsed == []
+
+
+def _reference_task_retention(task: list[str], text: str) -> float:
+    """The measure worked out directly: every run of 5 task words looked for in the
+    view's words, each word of a found run kept."""
+    view_words = text.split()
+    view_runs = {tuple(view_words[i : i + 5]) for i in range(len(view_words) - 4)}
+    kept = total = 0
+    for t in task:
+        w = t.split()
+        total += len(w)
+        if len(w) < 5:
+            kept += len(w) if " ".join(w) in text else 0
+            continue
+        covered = [False] * len(w)
+        for i in range(len(w) - 4):
+            if tuple(w[i : i + 5]) in view_runs:
+                covered[i : i + 5] = [True] * 5
+        kept += sum(covered)
+    return kept / total if total else 1.0
+
+
+@pytest.mark.spec("R58")
+def test_task_retention_over_rounds_equals_the_direct_measure() -> None:
+    """The task's runs are indexed once and the last coverage is reused while the
+    view finds the same runs: round after round (same view, a view holding more of
+    the task, one holding less, a partial-word match that must not count), the
+    share equals the direct word-run measure."""
+    long_task = " ".join(f"w{i % 37} x{i}" for i in range(300))
+    boiler = "please follow the repository rules and run the tests before you finish"
+    task = [long_task, boiler, "short ask", boiler + " twice " + boiler]
+    half = " ".join(long_task.split()[:150])
+    views = [
+        f"summary: {half}\n{boiler}",
+        f"summary: {half}\n{boiler}",  # the same runs again: the kept coverage
+        f"summary: {long_task} short ask",
+        "summary: nothing of it",
+        f"summary: {half[:-1]}\n{boiler}",  # the last word cut: its runs no longer match
+        f"summary: {half}\n{boiler}",
+    ]
+    got = [task_retention(task, v) for v in views]
+    want = [_reference_task_retention(task, " ".join(v.split())) for v in views]
+    assert got == want
+    assert got[0] == got[1] and got[2] > got[0] > got[4] and got[3] == 0.0
