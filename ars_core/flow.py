@@ -23,10 +23,11 @@ drives it synchronously or asynchronously.
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
-from collections.abc import Callable, Generator, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Generator, Hashable, Sequence
+from typing import Any, Protocol, cast
 
 import attrs
 
@@ -76,6 +77,8 @@ __all__ = ["CallOutcome", "FlowSettings", "StateUpdate", "can_compact", "flow"]
 log = logging.getLogger("ars")
 
 Flow = Generator[Effect, Any, "CallOutcome"]
+#: task statements whose token counts are kept (the last few threads' tasks)
+_TASK_COUNTS = 32
 #: an archive path of the length the engine writes: sizes the summary message's frame
 _SAMPLE_PATH = f"{HISTORY_DIR}/history-{0:06d}-{0:06d}-{0:016x}.jsonl"
 
@@ -411,7 +414,7 @@ def _cutoff(r: _Round, l1: _L1View) -> _Cut | None:
         to_global_cutoff(preferred, r.event) if preferred is not None else len(r.state)
     )
     task = task_statement(r.state[:preferred_global])
-    limit = summary_budget(s.config, s.estimator.count_text("\n\n".join(task)))
+    limit = summary_budget(s.config, _task_tokens(s.estimator, task))
     frame = build_summary_message("", cutoff=len(r.state), file_path=_SAMPLE_PATH)
     budget = r.l2_threshold - r.extra - limit - message_tokens(s.estimator, frame)
     local = select_cutoff(
@@ -430,6 +433,20 @@ def _cutoff(r: _Round, l1: _L1View) -> _Cut | None:
         task = task_statement(r.state[:global_])
     previous = r.event.cutoff if r.event is not None else 0
     return _Cut(local, start, previous, global_, task, limit)
+
+
+def _task_tokens(estimator: Estimator, task: Sequence[str]) -> int:
+    """The tokens of the task statement (its texts one per paragraph), counted once per
+    estimator and task: the task is the same round after round, and can be long."""
+    text = "\n\n".join(task)
+    if not isinstance(estimator, Hashable):  # cannot be a cache key
+        return estimator.count_text(text)
+    return _counted_task(estimator, text)
+
+
+@functools.lru_cache(maxsize=_TASK_COUNTS)
+def _counted_task(estimator: Hashable, text: str) -> int:
+    return cast(Estimator, estimator).count_text(text)
 
 
 def _l1_fallback(r: _Round, l1: _L1View, sent: ModelResult | None) -> Flow:

@@ -24,6 +24,7 @@ from ars_core import (
     ConfigError,
     Message,
     SummaryConfig,
+    task_statement,
 )
 from ars_core.l1 import offload_body
 from ars_core.testing import FakeSummarizer, RecordingEmitter, ScriptedModel
@@ -345,3 +346,45 @@ class TestSeedRules:
         with pytest.raises(ConfigError) as info:
             SummaryConfig(summary_threshold=value)
         assert info.value.field == "summary_threshold"
+
+
+class TextRecordingEstimator(ApproxEstimator):
+    """Records every text it counts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    def count_text(self, text: str) -> int:
+        self.texts.append(text)
+        return super().count_text(text)
+
+
+@pytest.mark.spec("R21", "R24")
+@MODES
+def test_the_task_is_counted_once_for_rounds_with_the_same_task(mode: str) -> None:
+    """The summary bound grows with the task statement's tokens; the next round, one
+    message longer with the same requests before its cut, reuses that count, and its
+    summary message is exactly what a compressor that never counted it makes."""
+    state = [*history(8), user("q8 " + words(60, "q8"))]
+    longer = [*state, assistant("a8 " + words(60, "a8"))]
+    # the requests before each round's preferred cut (all but the 4 kept): q0..q6 both times
+    task = "\n\n".join(task_statement(state[: len(state) - 4]))
+    assert task == "\n\n".join(task_statement(longer[: len(longer) - 4]))
+    est = TextRecordingEstimator()
+    compressor = Compressor(
+        small_config(), estimator=est, backend=memory_backend(), summarizer=FakeSummarizer()
+    )
+    first = run(mode, compressor, state, ScriptedModel(["ok"]))
+    assert first.level == "L2" and est.texts.count(task) == 1
+    est.texts.clear()
+    second = run(mode, compressor, longer, ScriptedModel(["ok"]))
+    assert second.level == "L2" and task not in est.texts
+    fresh_est = TextRecordingEstimator()
+    fresh = Compressor(
+        small_config(), estimator=fresh_est, backend=memory_backend(), summarizer=FakeSummarizer()
+    )
+    again = run(mode, fresh, longer, ScriptedModel(["ok"]))
+    assert fresh_est.texts.count(task) == 1
+    assert second.update is not None and again.update is not None
+    assert second.update.event.summary_message.text == again.update.event.summary_message.text
