@@ -145,7 +145,8 @@ class Compressor:
     the literal rule (below T every message goes out unchanged).
     ``lean_rounds`` (default on) sizes each L2 round from its task: the
     summary may take the whole task plus ``T/8``, the summary model reads what
-    it keeps whole plus ``T/8`` of the rest, and the cutoff keeps fewer than
+    it keeps whole plus ``T/12`` of the rest (a note names the files and
+    errors of what it leaves out), and the cutoff keeps fewer than
     ``summary_keep_messages`` when needed so the new view falls under the L2
     threshold (the next round waits for new messages to fill the window);
     ``False`` gives the fixed rounds (the latest ``summary_keep_messages``, a

@@ -522,10 +522,10 @@ def _summarize(r: _Round, l1: _L1View, cut: _Cut) -> Generator[Effect, Any, Summ
         r.raw[cut.start : cut.local], start=cut.previous, end=cut.global_, thread=r.thread
     )
     history = l1.view[: cut.local]
-    # what is kept whole (previous summary, requests, newest message) + T/8 of the rest
+    # what is kept whole (previous summary, requests, newest message) + T/12 of the rest
     budget = s.summary_input_tokens or max(1024, r.threshold // 2)
     if s.lean_rounds and not s.summary_input_tokens:
-        budget = min(budget, whole_tokens(history, s.estimator) + r.threshold // 8)
+        budget = min(budget, whole_tokens(history, s.estimator) + r.threshold // 12)
     cleaned = condense_history(history, budget, s.estimator)
     call = SummaryCall(
         cleaned,

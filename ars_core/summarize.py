@@ -36,6 +36,7 @@ from .retention import MARK_NOTE, command_text, edited_files, error_lines, is_us
 from .usage import Usage
 
 __all__ = [
+    "MARK_OMITTED",
     "SECTION_MARK",
     "TASK_SHARE",
     "AsyncSummarizer",
@@ -157,7 +158,7 @@ def condense_history(
         if size > room:
             break
         out[i], room = short, room - size
-    result = _noting_omissions(out)
+    result = _noting_omissions(out, messages)
     if room < 0:  # the fixed messages alone are too big: shorten the largest of them too,
         # except what carries the task (the previous summary, the requests: already bounded)
         task = {id(out[i]) for i in requests}
@@ -206,9 +207,11 @@ def _fit_requests(
             out[i], sizes[i] = short, message_tokens(est, short)
 
 
-def _noting_omissions(out: list[Message | None]) -> list[Message]:
-    """The kept messages, with one note where the omitted ones (``None``) were."""
-    omitted = sum(1 for m in out if m is None)
+def _noting_omissions(out: list[Message | None], messages: Sequence[Message]) -> list[Message]:
+    """The kept messages, with one note where the omitted ones (``None``) were; the
+    note names the files the omitted messages created or edited, their latest
+    commands and errors (in its text and its metadata)."""
+    gone = [m for m, kept in zip(messages, out, strict=True) if kept is None]
     result: list[Message] = []
     noted = False
     for kept in out:
@@ -216,8 +219,22 @@ def _noting_omissions(out: list[Message | None]) -> list[Message]:
             result.append(kept)
         elif not noted:
             noted = True
-            result.append(_omitted_note(omitted))
+            result.append(_anchored_note(gone))
     return result
+
+
+def _anchored_note(gone: Sequence[Message]) -> Message:
+    note = _omitted_note(len(gone))
+    files = edited_files(gone)[-OMITTED_ITEMS:]
+    errors = [_clip(line, 120) for line in error_lines(gone)][-3:]
+    if not (files or errors):
+        return note
+    lines = [note.text[:-1] + "; what they did:"]
+    lines += [f"- created or edited: {path}" for path in files]
+    lines += [f"- error: {e}" for e in errors]
+    lines.append("]")
+    meta = {**note.metadata, MARK_OMITTED: {"files": files, "errors": errors}}
+    return attrs.evolve(note, content="\n".join(lines), metadata=meta)
 
 
 def _shortened(m: Message, max_chars: int) -> Message:
@@ -281,6 +298,10 @@ _ESCAPED = re.compile(r"^(\\*)" + re.escape(SECTION_MARK))
 _TASK_HEADER = re.compile(r"^Task\b.*?(?:, sent (\d+) times)?$")
 _COUNT = re.compile(r" \(×(\d+)\)$")
 _END = "end of summary"
+#: metadata key of an omitted-messages note: the anchors of what it stands for
+MARK_OMITTED = "ars_omitted"
+#: files an omitted-messages note names at most
+OMITTED_ITEMS = 20
 #: share of the summary budget the task statement may take
 TASK_SHARE = 0.75
 #: fewest characters a shortened request keeps (head and tail)
@@ -431,7 +452,15 @@ class _Found:
                 self.previous_free_text.append(body)
 
     def gather(self, messages: Sequence[Message]) -> None:
-        """Files edited, conclusions, tool calls, files named and errors of ``messages``."""
+        """Files edited, conclusions, tool calls, files named and errors of ``messages``
+        (and the anchors of an omitted-messages note)."""
+        for m in messages:
+            omitted = m.metadata.get(MARK_OMITTED) if m.metadata.get(MARK_NOTE) else None
+            if isinstance(omitted, dict):
+                for path in omitted.get("files", ()):
+                    self.add(self.edited, path)
+                for line in omitted.get("errors", ()):
+                    self.add(self.errors, line)
         for path in edited_files(messages):
             self.add(self.edited, path)
         for m in messages:

@@ -4,7 +4,7 @@ ARS condenses the history it summarizes to a token budget before the summary
 call. A smaller budget makes every summary call cheaper; it must not cost
 retention. The default (lean rounds) sizes the round from its task: the
 summary model reads what it keeps whole (previous summary, every user request,
-the newest message) plus T/8 of the rest, the summary may take the task's
+the newest message) plus T/12 of the rest, the summary may take the task's
 room plus T/8, and the cutoff leaves the new view under the L2 threshold.
 Beside it, the fixed rounds (``Compressor(lean_rounds=False)``: the latest
 ``keep`` messages, the summary bound of ``summary_token_limit``) with input
@@ -36,8 +36,8 @@ NEEDS: tuple[str, ...] = ()
 
 #: the fixed-round input budgets compared, as divisors of T
 DIVISORS = (2, 4, 8)
-#: the default: lean rounds (task + T/8)
-LEAN = "task + T/8"
+#: the default: lean rounds (input: what is kept whole, i.e. the task, + T/12)
+LEAN = "task + T/12"
 #: the rows: the default, then the fixed rounds at each budget
 ROWS: tuple[str | int, ...] = (LEAN, *DIVISORS)
 
@@ -135,7 +135,7 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
         f"{data['runs']} runs (the largest), keep {data['keep']}, built-in summarizer; "
         "a summarized view is any request after the first L2 round of a run. "
         f'"{LEAN}" is the default (lean rounds): the summary model reads what it keeps '
-        "whole (previous summary, every user request, the newest message) plus T/8 of the "
+        "whole (previous summary, every user request, the newest message) plus T/12 of the "
         "rest, the summary may take the task's room plus T/8, and the cutoff leaves the new "
         'view under the L2 threshold. "fixed rounds": `Compressor(lean_rounds=False)`, the '
         "latest `keep` messages and the summary bound `summary_token_limit`, with the summary "

@@ -482,13 +482,13 @@ def test_retention_table_counts_every_summarized_view(
 def test_budget_table_trades_summary_tokens_for_task_retention(
     smoke: tuple[str, dict[str, object], str],
 ) -> None:
-    """G: the default (lean rounds, "task + T/8") first, then the fixed rounds: a smaller
+    """G: the default (lean rounds, "task + T/12") first, then the fixed rounds: a smaller
     fixed summary input budget reads fewer tokens and keeps no more of the task
     statement than a larger one; the default reads less than the fixed T/2."""
     report, raw, _ = smoke
     rows = section_tables(report, "## G. Summary input budget")[0]
     assert [row["summary input"] for row in rows] == [
-        "task + T/8 (default)",
+        "task + T/12 (default)",
         "T/2 (2,048), fixed rounds",
         "T/4 (1,024), fixed rounds",
         "T/8 (512), fixed rounds",
@@ -502,5 +502,5 @@ def test_budget_table_trades_summary_tokens_for_task_retention(
     assert shares[0] >= shares[1] >= shares[2]
     budget = raw["budget"]["4"]  # type: ignore[index]
     assert budget["T/2"]["summary_tokens"] == tokens[0]
-    assert budget["task + T/8"]["summary_tokens"] == num(default["summary-call tokens"])
-    assert budget["task + T/8"]["summaries"] == num(default["summaries"])
+    assert budget["task + T/12"]["summary_tokens"] == num(default["summary-call tokens"])
+    assert budget["task + T/12"]["summaries"] == num(default["summaries"])

@@ -16,7 +16,7 @@ from ars_core import (
     message_to_dict,
 )
 from ars_core.l2 import build_summary_message, history_file, read_history, select_cutoff
-from ars_core.summarize import MARK_NOTE, condense_history
+from ars_core.summarize import MARK_NOTE, MARK_OMITTED, ExtractiveSummarizer, condense_history
 from ars_core.testing import FakeSummarizer, ScriptedModel
 
 from .helpers import assistant, call, small_config, tool, user, words
@@ -92,6 +92,40 @@ class TestSummaryInput:
         assert out[0] == summary and out[1] == task
         assert out[-1] == msgs[-1]
         assert any("characters shortened" in m.text or m.metadata.get(MARK_NOTE) for m in out)
+
+    @pytest.mark.spec("R23", "R58")
+    def test_the_note_for_omitted_messages_names_their_files_and_errors(self) -> None:
+        """Messages left out of the summary input still reach the summary: the note
+        standing for them names the files they created or edited and their last
+        errors, and the built-in summarizer lists them."""
+        write = call("write_file", file_path="src/parser_fix.py", content="x = 1")
+        bash = call("bash", command="pytest -q tests/test_parser.py")
+        old = [
+            assistant("", write),
+            tool(write, "ok"),
+            assistant("", bash),
+            tool(bash, "E ValueError: empty input\nFAILED tests/test_parser.py::test_empty"),
+        ]
+        newer = [assistant(words(300, f"n{i}")) for i in range(4)]
+        msgs = [user("TASK: fix the parser"), *old, *newer, user("go on")]
+        out = condense_history(msgs, 800, EST)
+        (note,) = [m for m in out if m.metadata.get(MARK_NOTE)]
+        assert out[0] is msgs[0] and out[1] is note and out[-1] is msgs[-1]
+        assert note.text == (
+            "[6 older messages omitted here to fit the summary budget; their full text is in "
+            "the conversation history file; what they did:\n"
+            "- created or edited: src/parser_fix.py\n"
+            "- error: E ValueError: empty input\n"
+            "- error: FAILED tests/test_parser.py::test_empty\n"
+            "]"
+        )
+        assert note.metadata[MARK_OMITTED] == {
+            "files": ["src/parser_fix.py"],
+            "errors": ["E ValueError: empty input", "FAILED tests/test_parser.py::test_empty"],
+        }
+        summary = ExtractiveSummarizer(summary_tokens=1000).summarize(out, "{messages}").text
+        assert "Files created or edited\n- src/parser_fix.py" in summary
+        assert "- E ValueError: empty input\n- FAILED tests/test_parser.py::test_empty" in summary
 
     def test_summarizer_is_always_called_on_a_bounded_input(self) -> None:
         """Never a placeholder instead of a summary: the summary model reads a condensed history."""
