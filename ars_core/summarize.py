@@ -176,19 +176,36 @@ def condense_history(
 def _kept_whole(messages: Sequence[Message]) -> tuple[set[int], list[int]]:
     """Positions :func:`condense_history` keeps whole — the previous summary,
     system messages, every user request (first of each text) and the newest
-    message — and, of those, the requests."""
-    fixed = {
-        i for i, m in enumerate(messages) if m.metadata.get(MARK_SUMMARY) or m.role == "system"
-    }
+    message — and, of those, the requests. What each message is, is kept on it
+    (messages are immutable), so a round over a history the last round saw is a
+    lookup per message."""
+    fixed: set[int] = set()
     seen: set[str] = set()
     requests: list[int] = []
     for i, m in enumerate(messages):
-        if i not in fixed and is_user_request(m) and m.text not in seen:
+        kind = m._cache.get(_KIND_KEY)
+        if kind is None:
+            kind = m._cache[_KIND_KEY] = _kind(m)
+        if kind == _FIXED:
+            fixed.add(i)
+        elif kind == _REQUEST and m.text not in seen:
             seen.add(m.text)
             requests.append(i)
     fixed.update(requests)
     fixed.add(len(messages) - 1)
     return fixed, requests
+
+
+#: ``Message._cache`` key of what :func:`_kept_whole` makes of a message
+_KIND_KEY = "ars_kept_kind"
+_OTHER, _FIXED, _REQUEST = 0, 1, 2
+
+
+def _kind(m: Message) -> int:
+    """The previous summary or a system message (kept whole), a user request, or other."""
+    if m.metadata.get(MARK_SUMMARY) or m.role == "system":
+        return _FIXED
+    return _REQUEST if is_user_request(m) else _OTHER
 
 
 def _fit_requests(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import pytest
 
 from ars_core import (
@@ -257,3 +258,43 @@ class TestArchiveEncodedOnce:
         await compressor.acompact(history)
         assert sorted(encoded) == sorted(m.id for m in history[:cutoff])
         assert self._archived(backend, first) == [message_to_dict(m) for m in history[:cutoff]]
+
+
+def test_condensing_again_reuses_what_each_message_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the summary input keeps whole (summary, system, each request once, the
+    newest) is worked out once per message: a later round over the same messages
+    plus one works out only the new one, an edited (new) message is worked out
+    again, and the input equals a first look at the same history."""
+    from ars_core import summarize
+
+    looked: list[Message] = []
+    kind = summarize._kind
+
+    def spy(m: Message) -> int:
+        looked.append(m)
+        return kind(m)
+
+    monkeypatch.setattr(summarize, "_kind", spy)
+    c = call("bash", "c1", command="ls")
+    msgs = [
+        Message(role="system", content="be brief"),
+        user("fix the parser " + words(300, "task")),
+        assistant("", c),
+        tool(c, words(900, "out")),
+        user("fix the parser " + words(300, "task")),  # the same request again
+        assistant("looking " + words(400, "look")),
+    ]
+    first = condense_history(msgs, 700, EST)
+    assert len(looked) == len(msgs)
+    looked.clear()
+    grown = [*msgs, user("also the lexer " + words(200, "lex"))]
+    second = condense_history(grown, 700, EST)
+    assert looked == [grown[-1]]
+    edited = [*grown[:5], assistant("looking again " + words(400, "look")), grown[-1]]
+    looked.clear()
+    third = condense_history(edited, 700, EST)
+    assert looked == [edited[5]]
+    fresh = [attrs.evolve(m) for m in edited]  # new objects: nothing cached
+    assert third == condense_history(fresh, 700, EST)
+    assert second == condense_history([attrs.evolve(m) for m in grown], 700, EST)
+    assert first[0] == msgs[0] and first[1] == msgs[1]
