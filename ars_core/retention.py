@@ -179,6 +179,7 @@ def _pathlike(candidate: str) -> bool:
 #: ``Message._cache`` keys of what the audit reads of a message's tool calls
 _EDITED_KEY = "ars_edited_files"
 _COMMANDS_KEY = "ars_commands"
+_ERRORS_KEY = "ars_error_lines"
 
 
 def _ordered_by_last(items: Iterable[str]) -> list[str]:
@@ -242,13 +243,21 @@ def edited_files(messages: Iterable[Message]) -> list[str]:
     return _ordered_by_last(path for m in messages for path in _edited_in(m))
 
 
-def _errors_in(m: Message) -> list[str]:
+def _errors_in(m: Message) -> tuple[str, ...]:
+    """The error lines of tool result ``m`` (kept on the message: the audit and the
+    summary input's note of every later round that covers it read them again)."""
     if m.role != "tool":
-        return []
-    text = m.text
+        return ()
+    cached: tuple[str, ...] | None = m._cache.get(_ERRORS_KEY)
+    if cached is None:
+        cached = m._cache[_ERRORS_KEY] = _find_errors(m.text)
+    return cached
+
+
+def _find_errors(text: str) -> tuple[str, ...]:
     if not _ERROR.search(text):  # one scan of the whole text: most results hold none
-        return []
-    return [_norm(line) for line in text.splitlines() if _ERROR.search(line)]
+        return ()
+    return tuple(_norm(line) for line in text.splitlines() if _ERROR.search(line))
 
 
 def error_lines(messages: Iterable[Message]) -> list[str]:

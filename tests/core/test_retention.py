@@ -259,3 +259,31 @@ def test_task_retention_over_rounds_equals_the_direct_measure() -> None:
     want = [_reference_task_retention(task, " ".join(v.split())) for v in views]
     assert got == want
     assert got[0] == got[1] and got[2] > got[0] > got[4] and got[3] == 0.0
+
+
+@pytest.mark.spec("R58")
+def test_error_lines_are_found_once_per_tool_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each tool result's error lines are found once and kept on it: reading the same
+    results again (the audit and the summary input's note of a later round) scans only
+    new or edited results, with the same lines as a first read."""
+    from ars_core import retention
+
+    scanned: list[str] = []
+    find = retention._find_errors
+
+    def spy(text: str) -> tuple[str, ...]:
+        scanned.append(text)
+        return find(text)
+
+    monkeypatch.setattr(retention, "_find_errors", spy)
+    history = _history()
+    first = error_lines(history)
+    tools = [m.text for m in history if m.role == "tool"]
+    assert scanned == tools
+    scanned.clear()
+    assert error_lines(history) == first and scanned == []
+    c = call("bash", "c9", command="make")
+    edited = [*history, tool(c, "make: *** [all] Error 2")]
+    assert error_lines(edited) == [*first, "make: *** [all] Error 2"]
+    assert scanned == ["make: *** [all] Error 2"]
+    assert first == ["E ValueError: empty input", "FAILED tests/test_parser.py::test_empty"]
