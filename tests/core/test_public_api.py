@@ -106,7 +106,9 @@ FRAMEWORKS = ("langchain", "langchain_core", "langgraph", "llama_index", "deepag
 
 
 def test_import_pulls_in_no_framework() -> None:
-    setup = "import ars_core, ars_core.testing, ars_core.plugins; ars_core.plugins.get_plugin_manager()"
+    setup = (
+        "import ars_core, ars_core.testing, ars_core.plugins; ars_core.plugins.get_plugin_manager()"
+    )
     assert _loaded_after(setup, (*FRAMEWORKS, "tiktoken")) == []
 
 
@@ -138,7 +140,7 @@ def test_the_core_imports_no_adapter_anywhere() -> None:
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}")
         text = path.read_text(encoding="utf-8")
         for adapter in ("ars_langchain", "ars_llamaindex"):
-            if f"import_module(\"{adapter}" in text or f"import_module('{adapter}" in text:
+            if f'import_module("{adapter}' in text or f"import_module('{adapter}" in text:
                 offenders.append(f"{path.relative_to(ROOT)}: import_module({adapter})")
     assert offenders == []
 

@@ -87,7 +87,10 @@ def test_provider_model_spec_resolves_to_the_adapter_summarizer(fake_provider: l
     assert (result.usage.input_tokens, result.usage.output_tokens) == (120, 7)
     prompt, config = SEEN[0]
     assert isinstance(prompt[0], HumanMessage)
-    assert prompt[0].content.startswith("Summarize:") and "fix the bug in setup.py" in prompt[0].content
+    assert (
+        prompt[0].content.startswith("Summarize:")
+        and "fix the bug in setup.py" in prompt[0].content
+    )
     assert TAG_NOSTREAM in config["tags"]
 
 
@@ -129,14 +132,29 @@ def test_cli_accepts_a_langchain_model_string(tmp_path: Path) -> None:
     """
     pytest.importorskip("langchain_anthropic")
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(
+        os.pathsep
+    )
     env["ANTHROPIC_API_KEY"] = "sk-ant-fake-key-for-a-test"
     env.pop("ARS_DEBUG", None)
     run = str(SAMPLE_DIR / "django__django-16502.jsonl.gz")
     result = subprocess.run(
-        [sys.executable, "-m", "ars_core", "replay", run, "--summarizer",
-         "anthropic:claude-sonnet-4-5", "--json"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
+        [
+            sys.executable,
+            "-m",
+            "ars_core",
+            "replay",
+            run,
+            "--summarizer",
+            "anthropic:claude-sonnet-4-5",
+            "--json",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
@@ -166,8 +184,9 @@ def _run_agent(estimator: Any, mode: str, thread_id: str) -> tuple[Any, dict[str
         backend=FsspecBackend(f"memory://plugin-{thread_id}"),
         compressor_options={"lean_rounds": False},  # the fixed rounds: one L2, cutoff 1
     )
-    agent = create_agent(model, tools=[], system_prompt=SYSTEM, middleware=[mw],
-                         checkpointer=InMemorySaver())
+    agent = create_agent(
+        model, tools=[], system_prompt=SYSTEM, middleware=[mw], checkpointer=InMemorySaver()
+    )
     config = {"configurable": {"thread_id": thread_id}}
     turns = [HumanMessage(prose("one", 700), id="h1"), HumanMessage(prose("two", 700), id="h2")]
     for turn in turns:
