@@ -37,6 +37,7 @@ __all__ = [
     "command_text",
     "edited_files",
     "error_lines",
+    "is_earlier_summary",
     "is_user_request",
     "task_retention",
     "task_statement",
@@ -144,6 +145,14 @@ def is_user_request(message: Message) -> bool:
         if parts and all(p.type in _TOOL_PART_TYPES for p in parts):
             return False
     return bool(message.text.strip())
+
+
+def is_earlier_summary(message: Message) -> bool:
+    """A summary already in the history: ARS's own, or one another harness inserted
+    (LangChain marks its summaries with ``lc_source``). A later summary builds on it
+    (merged, never dropped as if nobody wrote it)."""
+    meta = message.metadata
+    return bool(meta.get(MARK_SUMMARY)) or (message.role != "system" and _harness_inserted(meta))
 
 
 def _harness_inserted(meta: Mapping[str, Any]) -> bool:

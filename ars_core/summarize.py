@@ -30,9 +30,16 @@ import attrs
 
 from .config import SUMMARY_TOKENS_FLOOR
 from .estimate import ApproxEstimator, Estimator, message_tokens
-from .messages import MARK_SUMMARY, Message
+from .messages import Message
 from .prompt import media_reference, render_history, render_prompt
-from .retention import MARK_NOTE, command_text, edited_files, error_lines, is_user_request
+from .retention import (
+    MARK_NOTE,
+    command_text,
+    edited_files,
+    error_lines,
+    is_earlier_summary,
+    is_user_request,
+)
 from .usage import Usage
 
 __all__ = [
@@ -165,7 +172,7 @@ def condense_history(
         result = [
             _shortened(m, max(200, budget * 2))
             if message_tokens(est, m) > budget // 4
-            and not m.metadata.get(MARK_SUMMARY)
+            and not is_earlier_summary(m)
             and id(m) not in task
             else m
             for m in result
@@ -203,7 +210,7 @@ _OTHER, _FIXED, _REQUEST = 0, 1, 2
 
 def _kind(m: Message) -> int:
     """The previous summary or a system message (kept whole), a user request, or other."""
-    if m.metadata.get(MARK_SUMMARY) or m.role == "system":
+    if is_earlier_summary(m) or m.role == "system":
         return _FIXED
     return _REQUEST if is_user_request(m) else _OTHER
 
@@ -557,7 +564,7 @@ class ExtractiveSummarizer:
     def _extract(self, messages: Sequence[Message], budget: int, task_budget: int) -> str:
         found = _Found()
         for m in messages:
-            if m.metadata.get(MARK_SUMMARY):  # merged section by section, not nested
+            if is_earlier_summary(m):  # merged section by section, not nested
                 found.merge_summary(m.text)
             elif is_user_request(m):
                 found.add(found.requests, m.text.strip(), 1)

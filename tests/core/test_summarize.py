@@ -272,3 +272,46 @@ class TestMedia:
             "[user]\n[image: /srv/uploads/b.jpg]\n"
             "[image: inline image/jpeg data, 300 characters, not shown]"
         )
+
+
+class TestAnotherHarnessSummary:
+    """A summary another harness inserted (LangChain marks its own with ``lc_source``)
+    is an earlier summary to build on: a history summarized by LangChain's middleware
+    and then handed to ARS keeps what that summary said."""
+
+    @pytest.mark.spec("R23", "R25")
+    def test_the_next_summary_keeps_a_langchain_summarys_task_and_text(self) -> None:
+        first = ExtractiveSummarizer().summarize(
+            [user("Fix the parser bug in foo.py"), assistant("looking")], PROMPT
+        )
+        marked = Message(
+            role="user",
+            content=f"Here is a summary of the conversation to date:\n\n{first.text}",
+            metadata={"lc_source": "summarization"},
+        )
+        plain = Message(
+            role="user",
+            content="The billing database moved to the new cluster on Monday.",
+            metadata={"langchain": {"additional_kwargs": {"lc_source": "summarization"}}},
+        )
+        c = call("bash", "c1", command="pytest -q")
+        for earlier, kept in ((marked, "Fix the parser bug in foo.py"), (plain, plain.text)):
+            text = (
+                ExtractiveSummarizer()
+                .summarize([earlier, assistant("again", c), tool(c, "1 passed")], PROMPT)
+                .text
+            )
+            assert kept in text
+            assert "Here is a summary" not in _sections(text).get("Task", "")
+
+    @pytest.mark.spec("R23")
+    def test_the_summary_input_keeps_a_langchain_summary_whole(self) -> None:
+        """``condense_history`` keeps it whole, like ARS's own previous summary, while
+        the other older messages give way to the budget."""
+        earlier = Message(
+            role="user", content=words(300, "said"), metadata={"lc_source": "summarization"}
+        )
+        history = [earlier, *[assistant(words(200, f"step{i}")) for i in range(6)], user("go")]
+        condensed = condense_history(history, budget=400, estimator=ApproxEstimator())
+        assert condensed[0] is earlier
+        assert len(condensed) < len(history)
