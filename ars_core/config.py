@@ -48,12 +48,19 @@ DEFAULT_THRESHOLD_K = 100
 MODEL_WINDOW_SHARE = 0.85
 
 
-def _positive_int(field: str) -> Any:
+def _int_at_least(field: str, low: int) -> Any:
+    """A validator: ``field`` is an ``int`` (not a ``bool``) of at least ``low``."""
+    wanted = "a positive integer" if low == 1 else f"an integer >= {low}"
+
     def check(_: Any, __: Any, value: Any) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ConfigError(field, value, "must be a positive integer")
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ConfigError(field, value, f"must be {wanted}")
 
     return check
+
+
+def _positive_int(field: str) -> Any:
+    return _int_at_least(field, 1)
 
 
 def _threshold(_: Any, __: Any, value: Any) -> None:
@@ -68,14 +75,6 @@ def _threshold(_: Any, __: Any, value: Any) -> None:
         raise ConfigError(
             "summary_threshold", value, "must be a finite, positive number of K tokens (x1024)"
         )
-
-
-def _count(field: str) -> Any:
-    def check(_: Any, __: Any, value: Any) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ConfigError(field, value, "must be an integer >= 0")
-
-    return check
 
 
 def _seconds(field: str, *, zero: bool) -> Any:
@@ -192,7 +191,7 @@ class SummaryConfig:
     )
     summary_max_retries: int = attrs.field(
         default=2,
-        validator=_count("summary_max_retries"),
+        validator=_int_at_least("summary_max_retries", 0),
         metadata=_meta(
             "retries of a summary call that failed with a transient error "
             "(rate limit, server or connection error)"
@@ -207,7 +206,7 @@ class SummaryConfig:
     )
     summary_overflow_retries: int = attrs.field(
         default=3,
-        validator=_count("summary_overflow_retries"),
+        validator=_int_at_least("summary_overflow_retries", 0),
         metadata=_meta(
             "retries of a summary call that overflowed the summary model's window, "
             "each with the input halved"
