@@ -8,6 +8,7 @@ state. See :class:`Compressor` for the entry point.
 
 from __future__ import annotations
 
+from .archive import read_archive, read_history
 from .config import DEFAULT_SUMMARY_PROMPT, SummaryConfig
 from .engine import CallOutcome, Compaction, Compressor, StateUpdate
 from .errors import (
@@ -39,7 +40,6 @@ from .events import (
 )
 from .files import FileBackend, FsspecBackend, check_path, sanitize_name
 from .hookspecs import hookimpl
-from .l2 import read_history
 from .messages import (
     MARK_OFFLOADED,
     MARK_SUMMARY,
@@ -127,6 +127,7 @@ __all__ = [
     "is_transient_error",
     "message_from_dict",
     "message_to_dict",
+    "read_archive",
     "read_history",
     "read_messages",
     "sanitize_name",

@@ -5,7 +5,7 @@ and receives its result:
 
 * :class:`CallModel` -> a :class:`ModelResult` (the response, or the error),
 * :class:`Write` -> the set of paths whose write failed,
-* :class:`ArchiveAndSummarize` -> ``(archive error or None, SummaryResult or
+* :class:`ArchiveAndSummarize` -> ``(Archived, SummaryResult or
   the :class:`~ars_core.errors.SummarizerError` the summary failed with)``;
   the summary call's retries and timeout are :mod:`ars_core.summary_call`'s,
 * :class:`Emit` -> nothing (the stream event is delivered).
@@ -29,6 +29,7 @@ import anyio
 import anyio.to_thread
 import attrs
 
+from .archive import ArchiveLog, ArchivePlan, HistoryArchive
 from .errors import SummarizerError
 from .events import CompressionEvent
 from .files import FileBackend
@@ -39,6 +40,7 @@ from .summary_call import SummaryCall, call_async, call_sync, check_summary, sum
 
 __all__ = [
     "ArchiveAndSummarize",
+    "Archived",
     "AsyncEffects",
     "CallModel",
     "Effect",
@@ -52,6 +54,7 @@ __all__ = [
     "dispatch",
     "run_async",
     "run_sync",
+    "store",
     "summary_failure",
 ]
 
@@ -78,8 +81,18 @@ class Write:
 class ArchiveAndSummarize:
     """Write the history archive and make the summary call (retries included)."""
 
-    archive: FileWrite
+    archive: HistoryArchive
     call: SummaryCall
+
+
+@attrs.frozen
+class Archived:
+    """Where the history archive went: its ``path`` (``None`` when the write
+    failed, with the ``error``), and the earlier file it continues."""
+
+    path: str | None
+    continues: str | None = None
+    error: BaseException | None = None
 
 
 @attrs.frozen
@@ -100,7 +113,7 @@ class ModelResult:
 Effect = CallModel | Write | ArchiveAndSummarize | Emit
 #: per backend, the paths already written by this process
 WrittenPaths = weakref.WeakKeyDictionary[Any, set[str]]
-SummaryOutcome = tuple[BaseException | None, SummaryResult | SummarizerError]
+SummaryOutcome = tuple[Archived, SummaryResult | SummarizerError]
 
 
 def describe(exc: BaseException) -> str:
@@ -210,8 +223,27 @@ class _Ledger:
             self.failed.add(write.path)
 
 
-def _archive_error(effect: ArchiveAndSummarize, failed: set[str]) -> OSError | None:
-    return OSError(f"could not write {effect.archive.path}") if failed else None
+def _archived(
+    log_: ArchiveLog,
+    backend: FileBackend,
+    archive: HistoryArchive,
+    plan: ArchivePlan,
+    failed: set[str],
+) -> Archived:
+    if failed:
+        return Archived(None, error=OSError(f"could not write {plan.path}"))
+    log_.record(backend, archive, plan)
+    return Archived(plan.path, plan.continues)
+
+
+def store(backend: FileBackend, write: FileWrite) -> None:
+    """Write one file: as bytes when the backend takes them (``write_bytes``),
+    else as text."""
+    write_bytes = getattr(backend, "write_bytes", None)
+    if write_bytes is not None:
+        write_bytes(write.path, write.data)
+    else:
+        backend.write_text(write.path, write.text)
 
 
 @attrs.define
@@ -223,6 +255,7 @@ class SyncEffects:
     backend: FileBackend
     deliver: Callable[[CompressionEvent], None]
     written: WrittenPaths
+    archives: ArchiveLog = attrs.field(factory=ArchiveLog)
 
     def call_model(self, effect: CallModel) -> ModelResult:
         try:
@@ -234,7 +267,7 @@ class SyncEffects:
         ledger = _Ledger(self.written, self.backend, effect.writes)
         for w in ledger.todo:
             try:
-                self.backend.write_text(w.path, w.text)
+                store(self.backend, w)
             except Exception as exc:
                 ledger.record(w, exc)
             else:
@@ -244,9 +277,13 @@ class SyncEffects:
     def summarize(self, effect: ArchiveAndSummarize) -> SummaryResult | SummarizerError:
         return call_sync(self.summarizer, effect.call)
 
+    def archive(self, archive: HistoryArchive) -> Archived:
+        plan = self.archives.plan(self.backend, archive)
+        failed = self.write(Write((plan.write,))) if plan.write is not None else set()
+        return _archived(self.archives, self.backend, archive, plan, failed)
+
     def archive_and_summarize(self, effect: ArchiveAndSummarize) -> SummaryOutcome:
-        failed = self.write(Write((effect.archive,)))
-        return _archive_error(effect, failed), self.summarize(effect)
+        return self.archive(effect.archive), self.summarize(effect)
 
     def emit(self, effect: Emit) -> None:
         self.deliver(effect.event)
@@ -268,15 +305,21 @@ class AsyncEffects:
             return ModelResult(error=exc)
 
     async def write(self, effect: Write) -> set[str]:
-        awrite: Callable[[str, str], Awaitable[Any]] | None = getattr(
-            self.sync.backend, "awrite_text", None
+        backend = self.sync.backend
+        awrite_bytes: Callable[[str, bytes], Awaitable[Any]] | None = getattr(
+            backend, "awrite_bytes", None
         )
-        if awrite is None:
+        awrite: Callable[[str, str], Awaitable[Any]] | None = getattr(backend, "awrite_text", None)
+        if awrite_bytes is None and awrite is None:
             return await anyio.to_thread.run_sync(self.sync.write, effect)
-        ledger = _Ledger(self.sync.written, self.sync.backend, effect.writes)
+        ledger = _Ledger(self.sync.written, backend, effect.writes)
         for w in ledger.todo:
             try:
-                await awrite(w.path, w.text)
+                if awrite_bytes is not None:
+                    await awrite_bytes(w.path, w.data)
+                else:
+                    assert awrite is not None
+                    await awrite(w.path, w.text)
             except Exception as exc:
                 ledger.record(w, exc)
             else:
@@ -286,11 +329,17 @@ class AsyncEffects:
     async def summarize(self, effect: ArchiveAndSummarize) -> SummaryResult | SummarizerError:
         return await call_async(self.sync.summarizer, effect.call)
 
+    async def archive(self, archive: HistoryArchive) -> Archived:
+        backend = self.sync.backend
+        plan = self.sync.archives.plan(backend, archive)
+        failed = await self.write(Write((plan.write,))) if plan.write is not None else set()
+        return _archived(self.sync.archives, backend, archive, plan, failed)
+
     async def archive_and_summarize(self, effect: ArchiveAndSummarize) -> SummaryOutcome:
         results: dict[str, Any] = {}
 
         async def archive() -> None:
-            results["archive"] = _archive_error(effect, await self.write(Write((effect.archive,))))
+            results["archive"] = await self.archive(effect.archive)
 
         async def summarize() -> None:
             results["summary"] = await self.summarize(effect)

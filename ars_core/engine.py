@@ -24,6 +24,7 @@ import anyio
 import anyio.to_thread
 import attrs
 
+from .archive import ArchiveLog
 from .config import SummaryConfig
 from .effects import AsyncEffects, SyncEffects, WrittenPaths, describe, run_async, run_sync
 from .errors import is_context_overflow
@@ -188,6 +189,9 @@ class Compressor:
         # paths already written, per backend: L1 re-offloads the same results every
         # call (state is never rewritten), so each file is written once per process
         self._written: WrittenPaths = weakref.WeakKeyDictionary()
+        # the history archives written, per backend: a round that archives the same
+        # first messages again writes only what is new (a continuation file)
+        self._archives = ArchiveLog()
         # histories already found to hold only Message records: a call checks what was
         # appended since (dicts are converted with as_messages)
         self._as_messages = CheckedHistories()
@@ -406,6 +410,7 @@ class Compressor:
             backend=backend if backend is not None else self.backend,
             deliver=_hold if hold_events else self._deliverer(emitter),
             written=self._written,
+            archives=self._archives,
         )
 
 

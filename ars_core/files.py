@@ -98,7 +98,10 @@ class FileBackend(Protocol):
     """Reads and writes text under virtual paths (``outputs/...``).
 
     Implementations check every path with :func:`check_path` and raise
-    :class:`~ars_core.errors.FileBackendError` when the storage fails.
+    :class:`~ars_core.errors.FileBackendError` when the storage fails. A
+    backend may also offer ``write_bytes(path, data)``, taking the text as
+    :func:`encode_text` encodes it: the engine then hands it large files it
+    built from encoded pieces (the history archive) as they are.
     """
 
     def write_text(self, path: str, text: str) -> str:
@@ -235,9 +238,12 @@ class FsspecBackend:
 
     def write_text(self, path: str, text: str) -> str:
         """Write ``text`` atomically; nothing is written when the file already holds it."""
+        return self.write_bytes(path, encode_text(text))
+
+    def write_bytes(self, path: str, data: bytes) -> str:
+        """:meth:`write_text` for a text already encoded (:func:`encode_text`)."""
         norm = check_path(path, write=True, read_only=self.read_only)
         host = self._host(norm)
-        data = encode_text(text)
         try:
             if not self._holds(host, data):
                 self._put(host, data)

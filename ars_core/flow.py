@@ -12,7 +12,7 @@ with ``yield from``, as httpx writes its auth flows::
          |- L1 view fits the L2 threshold: call the model, done
          |- no valid cutoff: l1_fallback (send the L1 view)
          |- level2
-             |- summarize ... archive || summary -> new SummarizationEvent
+             |- summarize ... archive || (summary input, summary) -> new SummarizationEvent
              |- trim_tail ... kept tail still too big: trim it (persisted by id)
              |- then ........ call the model, ``completed``
      a started round that raises (or is cancelled) reports ``failed``
@@ -31,8 +31,18 @@ from typing import Any, Protocol, cast
 
 import attrs
 
+from .archive import HistoryArchive
 from .config import SummaryConfig
-from .effects import ArchiveAndSummarize, CallModel, Effect, Emit, ModelResult, Write, describe
+from .effects import (
+    ArchiveAndSummarize,
+    Archived,
+    CallModel,
+    Effect,
+    Emit,
+    ModelResult,
+    Write,
+    describe,
+)
 from .errors import SummarizerError
 from .estimate import Estimator, Tools, message_tokens
 from .events import (
@@ -55,7 +65,6 @@ from .l2 import (
     HISTORY_DIR,
     build_summary_message,
     describe_error,
-    history_file,
     select_cutoff,
     trim_tail,
     validate_summary,
@@ -518,9 +527,7 @@ def _audit(r: _Round, cut: _Cut, view: Sequence[Message]) -> Retention:
 def _summarize(r: _Round, l1: _L1View, cut: _Cut) -> Generator[Effect, Any, SummarizationEvent]:
     """Archive the summarized history and summarize it; the new event."""
     s = r.settings
-    archive = history_file(
-        r.raw[cut.start : cut.local], start=cut.previous, end=cut.global_, thread=r.thread
-    )
+    archive = HistoryArchive.of(r.raw[cut.start : cut.local], start=cut.previous, thread=r.thread)
     history = l1.view[: cut.local]
     # what is kept whole (previous summary, requests, newest message) + T/12 of the rest
     budget = s.summary_input_tokens or max(1024, r.threshold // 2)
@@ -534,14 +541,13 @@ def _summarize(r: _Round, l1: _L1View, cut: _Cut) -> Generator[Effect, Any, Summ
         policy=RetryPolicy.from_config(s.config, s.is_overflow),
         halver=InputHalver(history, s.estimator),
     )
-    archive_error, summary = yield ArchiveAndSummarize(archive, call)
-    file_path = None if archive_error is not None else archive.path
-    if archive_error is not None:
+    archived, summary = yield ArchiveAndSummarize(archive, call)
+    if archived.error is not None:
         log.warning(
             "ARS: history archive write failed (%s); summarizing anyway, file_path=None",
-            describe(archive_error),
+            describe(archived.error),
         )
-    return _new_event(r, cut, summary, cleaned, file_path)
+    return _new_event(r, cut, summary, cleaned, archived)
 
 
 def _new_event(
@@ -549,11 +555,11 @@ def _new_event(
     cut: _Cut,
     summary: SummaryResult | SummarizerError,
     cleaned: list[Message],
-    file_path: str | None,
+    archived: Archived,
 ) -> SummarizationEvent:
     """The event for ``summary``; a failed summary never raises: the summary
     message holds the error text and a deterministic fallback summary."""
-    s = r.settings
+    s, file_path = r.settings, archived.path
     limit = cut.summary_limit
     # a wrapped failure is described by what the summarizer raised
     raw = summary.cause if isinstance(summary, SummarizerError) and summary.cause else summary
@@ -570,11 +576,14 @@ def _new_event(
             None,
             cutoff=cut.global_,
             file_path=file_path,
+            continues=archived.continues,
             error=checked.error,
             fallback=fallback_text,
         )
     else:
-        message = build_summary_message(checked.text, cutoff=cut.global_, file_path=file_path)
+        message = build_summary_message(
+            checked.text, cutoff=cut.global_, file_path=file_path, continues=archived.continues
+        )
     return SummarizationEvent(
         cutoff=cut.global_,
         summary_message=message,

@@ -26,11 +26,12 @@ write failed, so a failed write never loses text from the view.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from typing import cast
 
 import attrs
 
 from .estimate import MESSAGE_OVERHEAD, Estimator, message_tokens
-from .files import sanitize_name, text_sha256
+from .files import decode_text, encode_text, sanitize_name, text_sha256
 from .messages import (
     MARK_OFFLOADED,
     MARK_SUMMARY,
@@ -69,10 +70,29 @@ LARGE_USER_MESSAGES_DIR = "outputs/large_user_messages"
 
 @attrs.frozen
 class FileWrite:
-    """A text file to write under a virtual path."""
+    """A text file to write under a virtual path: its ``text``, or that text
+    already encoded (``data``, as :func:`~ars_core.files.encode_text` gives it)
+    when the engine built it from encoded pieces (the history archive). Either
+    form gives the other on demand; a backend with ``write_bytes`` takes ``data``
+    as it is, so a large archive is never decoded and encoded again."""
 
     path: str
-    text: str
+    _text: str | None = attrs.field(default=None, alias="text")
+    _data: bytes | None = attrs.field(default=None, alias="data", repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self._text is None and self._data is None:
+            raise TypeError("a FileWrite needs its text or its encoded data")
+
+    @property
+    def text(self) -> str:
+        """The file's text."""
+        return self._text if self._text is not None else decode_text(cast(bytes, self._data))
+
+    @property
+    def data(self) -> bytes:
+        """The file's bytes as ARS stores them."""
+        return self._data if self._data is not None else encode_text(cast(str, self._text))
 
 
 def sha256_text(text: str) -> str:

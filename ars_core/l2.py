@@ -5,7 +5,7 @@
   an assistant's tool calls (parallel ones included) from their results.
 * :func:`history_file` renders the *original* messages being summarized as a
   lossless JSONL archive under ``outputs/conversation_history/``;
-  :func:`read_history` reads one back.
+  :func:`read_history` reads one back (both from :mod:`ars_core.archive`).
 * :func:`build_summary_message` makes the summary message, including the
   error text when the summary model failed.
 * :func:`validate_summary` validates a summarizer's output before it enters
@@ -20,7 +20,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
@@ -29,11 +28,11 @@ from typing import Any
 
 import attrs
 
+from .archive import HISTORY_DIR, archive_line, history_file, read_history
 from .errors import SummarizerError
 from .estimate import Estimator, message_tokens
-from .files import encode_text
 from .l1 import FileWrite, fit_preview, sha256_text
-from .messages import MARK_SUMMARY, MARK_TRIMMED, Message, message_from_dict, message_to_dict
+from .messages import MARK_SUMMARY, MARK_TRIMMED, Message, message_to_dict
 
 __all__ = [
     "ERROR_TEXT_LIMIT",
@@ -51,8 +50,6 @@ __all__ = [
     "validate_summary",
 ]
 
-#: where archived history goes
-HISTORY_DIR = "outputs/conversation_history"
 #: where the originals of tail messages trimmed under overflow go
 TRIMMED_DIR = "outputs/trimmed_messages"
 #: the longest error message shown to the model (characters, after the type name)
@@ -207,67 +204,12 @@ def _preferred_cut(forbidden: Sequence[bool], target: int, start: int, n: int) -
     return None
 
 
-#: ``Message._cache`` key of a message's archive line (see :func:`archive_line`)
-_LINE_KEY = "ars_archive_line"
-#: archive lines up to this many characters are kept on their message; a longer one is
-#: encoded again when it is archived again (its size, not the call, is then the cost)
-LINE_CACHE_CHARS = 1 << 20
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
-
-
-def archive_line(message: Message) -> tuple[str, bytes]:
-    """``message`` as one line of a history archive (:func:`message_to_dict` as JSON)
-    and the SHA-256 digest of that line's bytes.
-
-    Kept on the message (its private ``_cache``, like its token count): a message is
-    frozen, and an edited message is a new object, so each message is encoded once
-    however many rounds archive it (a forced retry, a dropped summary archived again,
-    repeated compactions of one history)."""
-    cached: tuple[str, bytes] | None = message._cache.get(_LINE_KEY)
-    if cached is not None:
-        return cached
-    line = _ENCODER.encode(message_to_dict(message))
-    entry = (line, hashlib.sha256(encode_text(line)).digest())
-    if len(line) <= LINE_CACHE_CHARS:
-        message._cache[_LINE_KEY] = entry
-    return entry
-
-
-def history_file(
-    messages: Sequence[Message], *, start: int, end: int, thread: str | None = None
-) -> FileWrite:
-    """The archive of state messages ``[start, end)`` as lossless JSONL.
-
-    Line 1 is a header (``ars_history``, ``start``, ``end``, ``count``,
-    ``thread``); each further line is one message as :func:`message_to_dict`
-    writes it (:func:`archive_line`). The name holds the range and a content
-    hash (of the header and of every line's digest), so a retry writes the same
-    file.
-    """
-    header: dict[str, Any] = {"ars_history": 1, "start": start, "end": end, "count": len(messages)}
-    if thread is not None:
-        header["thread"] = thread
-    head = json.dumps(header, ensure_ascii=False)
-    entries = [m._cache.get(_LINE_KEY) or archive_line(m) for m in messages]
-    text = "\n".join([head, *(line for line, _ in entries)]) + "\n"
-    digest = hashlib.sha256(encode_text(head))
-    digest.update(b"".join(line_digest for _, line_digest in entries))
-    path = f"{HISTORY_DIR}/history-{start:06d}-{end:06d}-{digest.hexdigest()[:16]}.jsonl"
-    return FileWrite(path, text)
-
-
-def read_history(text: str) -> tuple[dict[str, Any], list[Message]]:
-    """Read an archive written by :func:`history_file`: ``(header, messages)``."""
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    header = json.loads(lines[0])
-    return header, [message_from_dict(json.loads(ln)) for ln in lines[1:]]
-
-
 def build_summary_message(
     text: str | None,
     *,
     cutoff: int,
     file_path: str | None,
+    continues: str | None = None,
     error: str | None = None,
     fallback: str | None = None,
 ) -> Message:
@@ -275,6 +217,8 @@ def build_summary_message(
 
     When the summary model failed, the message holds the error text (and the
     deterministic ``fallback`` summary when one was made), never nothing.
+    ``continues`` is the archive file with the first of those messages when
+    ``file_path`` holds only the rest (a continuation).
     """
     parts = [
         f"Summary of the earlier conversation (messages 1-{cutoff}; they are no longer shown):"
@@ -285,11 +229,17 @@ def build_summary_message(
             parts.append(fallback)
     else:
         parts.append(text or "")
-    if file_path:
+    if file_path and continues:
+        parts.append(
+            f"The full text of those messages is saved at {file_path}, which continues {continues}."
+        )
+    elif file_path:
         parts.append(f"The full text of those messages is saved at {file_path}.")
     meta: dict[str, Any] = {MARK_SUMMARY: True, "ars_cutoff": cutoff}
     if file_path:
         meta["ars_history_path"] = file_path
+        if continues:
+            meta["ars_history_continues"] = continues
     if error is not None:
         meta["ars_summary_error"] = error
     return Message(

@@ -13,9 +13,9 @@ from ars_core import (
     Compressor,
     FsspecBackend,
     Message,
-    l2,
     message_to_dict,
 )
+from ars_core import archive as archive_module
 from ars_core.l2 import build_summary_message, history_file, read_history, select_cutoff
 from ars_core.summarize import MARK_NOTE, MARK_OMITTED, ExtractiveSummarizer, condense_history
 from ars_core.testing import FakeSummarizer, ScriptedModel
@@ -196,13 +196,13 @@ class TestArchiveEncodedOnce:
     @staticmethod
     def _spy(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
         encoded: list[str | None] = []
-        real = l2.message_to_dict
+        real = archive_module.message_to_dict
 
         def spy(m: Message) -> dict[str, Any]:
             encoded.append(m.id)
             return real(m)
 
-        monkeypatch.setattr(l2, "message_to_dict", spy)
+        monkeypatch.setattr(archive_module, "message_to_dict", spy)
         return encoded
 
     @staticmethod

@@ -71,6 +71,7 @@ PUBLIC = sorted(
         "is_transient_error",
         "message_from_dict",
         "message_to_dict",
+        "read_archive",
         "read_history",
         "read_messages",
         "sanitize_name",

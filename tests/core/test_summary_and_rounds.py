@@ -365,7 +365,8 @@ class TextRecordingEstimator(ApproxEstimator):
 def test_the_task_is_counted_once_for_rounds_with_the_same_task(mode: str) -> None:
     """The summary bound grows with the task statement's tokens; the next round, one
     message longer with the same requests before its cut, reuses that count, and its
-    summary message is exactly what a compressor that never counted it makes."""
+    summary is exactly what a compressor that never counted it makes (its archive
+    continues the first round's, which holds the same first messages)."""
     state = [*history(8), user("q8 " + words(60, "q8"))]
     longer = [*state, assistant("a8 " + words(60, "a8"))]
     # the requests before each round's preferred cut (all but the 4 kept): q0..q6 both times
@@ -386,5 +387,14 @@ def test_the_task_is_counted_once_for_rounds_with_the_same_task(mode: str) -> No
     )
     again = run(mode, fresh, longer, ScriptedModel(["ok"]))
     assert fresh_est.texts.count(task) == 1
-    assert second.update is not None and again.update is not None
-    assert second.update.event.summary_message.text == again.update.event.summary_message.text
+    assert first.update is not None and second.update is not None and again.update is not None
+    # the same summary; only where the history went differs: the fresh compressor wrote
+    # the whole archive, the second round only what follows the first round's archive
+    body, _, saved = second.update.event.summary_message.text.partition("The full text")
+    fresh_body, _, fresh_saved = again.update.event.summary_message.text.partition("The full text")
+    assert body == fresh_body
+    assert saved == (
+        f" of those messages is saved at {second.update.event.file_path}, "
+        f"which continues {first.update.event.file_path}."
+    )
+    assert fresh_saved == f" of those messages is saved at {again.update.event.file_path}."

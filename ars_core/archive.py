@@ -1,0 +1,243 @@
+"""The history archive: what an L2 round summarizes, saved losslessly.
+
+An archive is a JSONL file under ``outputs/conversation_history/``: a header
+line (``ars_history``, ``start``, ``end``, ``count``, ``thread``), then one
+line per state message as :func:`~ars_core.messages.message_to_dict` writes
+it. Its name holds the range and a hash of its content, so a file is written
+once and never changed, and a retry writes the same file.
+
+Each message is encoded once (:func:`archive_line`, kept on the message), so
+an archive is a join of bytes. When this process already archived the same
+first messages for the same thread and range start (a round whose summary was
+not kept: a stateless caller resending the whole history, a retry, a dropped
+summary), the round writes only what is new: a *continuation* file whose
+header names the file holding the earlier messages (``continues``). Reading
+a continuation with :func:`read_archive` follows that chain.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from .files import FileBackend, encode_text
+from .l1 import FileWrite
+from .messages import Message, message_from_dict, message_to_dict
+
+__all__ = [
+    "HISTORY_DIR",
+    "ArchiveLog",
+    "ArchivePlan",
+    "ArchivedRange",
+    "HistoryArchive",
+    "archive_line",
+    "history_file",
+    "read_archive",
+    "read_history",
+]
+
+#: where archived history goes
+HISTORY_DIR = "outputs/conversation_history"
+
+#: ``Message._cache`` key of a message's archive line (see :func:`archive_line`)
+_LINE_KEY = "ars_archive_line"
+#: archive lines up to this many bytes are kept on their message; a longer one is
+#: encoded again when it is archived again (its size, not the call, is then the cost)
+LINE_CACHE_BYTES = 1 << 20
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
+def archive_line(message: Message) -> tuple[bytes, bytes]:
+    """``message`` as one line of a history archive (:func:`message_to_dict` as JSON,
+    encoded as :func:`~ars_core.files.encode_text` stores text) and the SHA-256
+    digest of that line.
+
+    Kept on the message (its private ``_cache``, like its token count): a message is
+    frozen, and an edited message is a new object, so each message is encoded once
+    however many rounds archive it, and an archive is a join of bytes."""
+    cached: tuple[bytes, bytes] | None = message._cache.get(_LINE_KEY)
+    if cached is not None:
+        return cached
+    line = encode_text(_ENCODER.encode(message_to_dict(message)))
+    entry = (line, hashlib.sha256(line).digest())
+    if len(line) <= LINE_CACHE_BYTES:
+        message._cache[_LINE_KEY] = entry
+    return entry
+
+
+@attrs.frozen
+class ArchivedRange:
+    """What one written archive file (with the files it continues) holds: state
+    messages ``[start, end)`` of ``thread``, by their line digests."""
+
+    path: str
+    thread: str | None
+    start: int
+    digests: tuple[bytes, ...]
+    continues: str | None = None  # the file with the first messages, when ``path`` continues it
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.digests)
+
+
+@attrs.frozen
+class ArchivePlan:
+    """How a round's archive is stored: the file to write (``None`` when this
+    process already wrote the same range), the path the event names, and the
+    earlier file it continues."""
+
+    write: FileWrite | None
+    path: str
+    continues: str | None = None
+
+
+@attrs.frozen
+class HistoryArchive:
+    """The archive of state messages ``[start, end)``: their encoded lines."""
+
+    start: int
+    thread: str | None
+    lines: tuple[bytes, ...]
+    digests: tuple[bytes, ...]
+
+    @classmethod
+    def of(
+        cls, messages: Sequence[Message], *, start: int, thread: str | None = None
+    ) -> HistoryArchive:
+        entries = [m._cache.get(_LINE_KEY) or archive_line(m) for m in messages]
+        lines, digests = zip(*entries, strict=True) if entries else ((), ())
+        return cls(start, thread, tuple(lines), tuple(digests))
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.lines)
+
+    def whole(self) -> FileWrite:
+        """The file holding every message of the range."""
+        return self._file(self.start, 0, None)
+
+    def continuing(self, earlier: ArchivedRange) -> FileWrite | None:
+        """The file holding only what follows ``earlier`` (which holds this range's
+        first messages), naming it in its header; ``None`` when ``earlier`` is not
+        such a prefix of this range."""
+        held = len(earlier.digests)
+        if not (
+            earlier.start == self.start
+            and earlier.thread == self.thread
+            and 0 < held < len(self.digests)
+            and self.digests[:held] == earlier.digests
+        ):
+            return None
+        return self._file(self.start + held, held, earlier.path)
+
+    def _file(self, first: int, skip: int, continues: str | None) -> FileWrite:
+        header: dict[str, Any] = {
+            "ars_history": 1,
+            "start": first,
+            "end": self.end,
+            "count": self.end - first,
+        }
+        if self.thread is not None:
+            header["thread"] = self.thread
+        if continues is not None:  # the messages [start, first) are in that file (and its chain)
+            header["continues"] = continues
+            header["chain_start"] = self.start
+        head = encode_text(json.dumps(header, ensure_ascii=False))
+        data = b"\n".join([head, *self.lines[skip:]]) + b"\n"
+        digest = hashlib.sha256(head)
+        digest.update(b"".join(self.digests[skip:]))
+        path = f"{HISTORY_DIR}/history-{first:06d}-{self.end:06d}-{digest.hexdigest()[:16]}.jsonl"
+        return FileWrite(path, data=data)
+
+    def written(self, plan: ArchivePlan) -> ArchivedRange:
+        return ArchivedRange(plan.path, self.thread, self.start, self.digests, plan.continues)
+
+
+def history_file(
+    messages: Sequence[Message], *, start: int, end: int, thread: str | None = None
+) -> FileWrite:
+    """The archive of state messages ``[start, end)`` as one lossless JSONL file.
+
+    Line 1 is a header (``ars_history``, ``start``, ``end``, ``count``,
+    ``thread``); each further line is one message as :func:`message_to_dict`
+    writes it (:func:`archive_line`). The name holds the range and a content
+    hash (of the header and of every line's digest), so a retry writes the same
+    file.
+    """
+    archive = HistoryArchive.of(messages, start=start, thread=thread)
+    if archive.end != end:
+        raise ValueError(f"{len(messages)} messages cannot be the range [{start}, {end})")
+    return archive.whole()
+
+
+class ArchiveLog:
+    """What this process archived, per backend: for each thread and range start,
+    the latest archive written, so a round that archives the same first messages
+    again writes only a continuation (:meth:`HistoryArchive.continuing`)."""
+
+    #: archives remembered per backend (the latest few threads)
+    SLOTS = 64
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_backend: weakref.WeakKeyDictionary[Any, dict[Any, ArchivedRange]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _slots(self, backend: FileBackend) -> dict[Any, ArchivedRange]:
+        try:
+            return self._by_backend.setdefault(backend, {})
+        except TypeError:  # not weak-referenceable: nothing is remembered for it
+            return {}
+
+    def plan(self, backend: FileBackend, archive: HistoryArchive) -> ArchivePlan:
+        """How to store ``archive`` on ``backend``: whole, as a continuation of the
+        latest archive of the same first messages, or not at all (already there)."""
+        with self._lock:
+            earlier = self._slots(backend).get((archive.thread, archive.start))
+        if earlier is not None:
+            if earlier.digests == archive.digests:
+                return ArchivePlan(None, earlier.path, earlier.continues)
+            continuation = archive.continuing(earlier)
+            if continuation is not None:
+                return ArchivePlan(continuation, continuation.path, earlier.path)
+        whole = archive.whole()
+        return ArchivePlan(whole, whole.path)
+
+    def record(self, backend: FileBackend, archive: HistoryArchive, plan: ArchivePlan) -> None:
+        """``plan`` was stored: its path now holds ``archive`` (with the file it continues)."""
+        with self._lock:
+            slots = self._slots(backend)
+            key = (archive.thread, archive.start)
+            slots.pop(key, None)
+            slots[key] = archive.written(plan)
+            while len(slots) > self.SLOTS:
+                del slots[next(iter(slots))]
+
+
+def read_history(text: str) -> tuple[dict[str, Any], list[Message]]:
+    """Read one archive file: ``(header, messages)`` (a continuation's own messages;
+    :func:`read_archive` follows the chain)."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    header = json.loads(lines[0])
+    return header, [message_from_dict(json.loads(ln)) for ln in lines[1:]]
+
+
+def read_archive(backend: FileBackend, path: str) -> list[Message]:
+    """Every message an archive holds, following its ``continues`` chain."""
+    parts: list[list[Message]] = []
+    seen: set[str] = set()
+    next_path: str | None = path
+    while next_path is not None and next_path not in seen:
+        seen.add(next_path)
+        header, messages = read_history(backend.read_text(next_path))
+        parts.append(messages)
+        next_path = header.get("continues")
+    return [m for part in reversed(parts) for m in part]

@@ -1,0 +1,186 @@
+"""The history archive: written once, and a round that archives the same first
+messages again writes only what is new (a continuation naming the earlier file)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ars_core import Compressor, FsspecBackend, Message, message_to_dict
+from ars_core.archive import (
+    ArchivedRange,
+    ArchivePlan,
+    HistoryArchive,
+    read_archive,
+    read_history,
+)
+from ars_core.engine import CallOutcome
+from ars_core.testing import FailingBackend, FakeSummarizer
+
+from .helpers import assistant, memory_backend, small_config, user, words
+
+pytestmark = pytest.mark.spec("R23", "R24")
+
+MODES = pytest.mark.parametrize("mode", ["sync", "async"])
+
+
+def _history(n: int) -> list[Message]:
+    """``n`` turns of prose above a 1,024-token T (L2 on any compaction)."""
+    return [
+        user(words(60, f"q{i}")) if i % 2 == 0 else assistant(words(60, f"a{i}")) for i in range(n)
+    ]
+
+
+def _compact(mode: str, compressor: Compressor, state: list[Message], **kw: Any) -> CallOutcome:
+    if mode == "sync":
+        return compressor.compact(state, **kw)
+    return asyncio.run(compressor.acompact(state, **kw))
+
+
+def _event(outcome: CallOutcome) -> Any:
+    assert outcome.level == "L2" and outcome.update is not None
+    assert outcome.update.event is not None
+    return outcome.update.event
+
+
+def _dicts(messages: list[Message]) -> list[dict[str, Any]]:
+    return [message_to_dict(m) for m in messages]
+
+
+class TestContinuation:
+    """A round whose summary was not kept (a stateless caller resending the whole
+    history, a retry) archives the same first messages again: the new file holds
+    only the messages after the earlier archive, and names it."""
+
+    @MODES
+    def test_a_longer_history_writes_only_the_new_messages(self, mode: str) -> None:
+        """The second file's header says where the earlier messages are, its lines are
+        exactly the new messages' bytes, the chain reads back as the whole history,
+        and the summary message names both files."""
+        backend = memory_backend()
+        compressor = Compressor(small_config(), backend=backend, summarizer=FakeSummarizer("S"))
+        history = _history(60)
+        first = _event(_compact(mode, compressor, history[:40]))
+        second = _event(_compact(mode, compressor, history))
+        assert second.cutoff > first.cutoff
+        header, own = read_history(backend.read_text(second.file_path))
+        assert header == {
+            "ars_history": 1,
+            "start": first.cutoff,
+            "end": second.cutoff,
+            "count": second.cutoff - first.cutoff,
+            "continues": first.file_path,
+            "chain_start": 0,
+        }
+        assert _dicts(own) == _dicts(history[first.cutoff : second.cutoff])
+        lines = backend.read_text(second.file_path).splitlines()[1:]
+        assert lines == [
+            json.dumps(message_to_dict(m), ensure_ascii=False)
+            for m in history[first.cutoff : second.cutoff]
+        ]
+        assert _dicts(read_archive(backend, second.file_path)) == _dicts(history[: second.cutoff])
+        assert second.summary_message.text.endswith(
+            f"The full text of those messages is saved at {second.file_path}, "
+            f"which continues {first.file_path}."
+        )
+        assert second.summary_message.metadata["ars_history_continues"] == first.file_path
+
+    @MODES
+    def test_the_same_range_again_names_the_same_file_and_writes_nothing(self, mode: str) -> None:
+        """Archiving the same messages again writes nothing and names the same file."""
+        backend = FailingBackend(fail_prefixes=["never/"])
+        compressor = Compressor(small_config(), backend=backend, summarizer=FakeSummarizer("S"))
+        history = _history(40)
+        first = _event(_compact(mode, compressor, history))
+        stored = backend.inner.read_text(first.file_path)
+        backend.fail_prefixes = ("outputs/conversation_history/",)  # a write would now fail
+        again = _event(_compact(mode, compressor, history))
+        assert again.file_path == first.file_path and backend.failed == []
+        assert backend.inner.read_text(first.file_path) == stored
+        assert "which continues" not in again.summary_message.text
+
+    @MODES
+    def test_an_edited_early_message_gets_a_whole_archive(self, mode: str) -> None:
+        """When a message the earlier archive holds was edited, nothing is continued:
+        the new archive holds every message, the edited one in its new form."""
+        backend = memory_backend()
+        compressor = Compressor(small_config(), backend=backend, summarizer=FakeSummarizer("S"))
+        history = _history(60)
+        _event(_compact(mode, compressor, history[:40]))
+        edited = [*history[:3], user("an edited question"), *history[4:]]
+        event = _event(_compact(mode, compressor, edited))
+        header, own = read_history(backend.read_text(event.file_path))
+        assert header["start"] == 0 and "continues" not in header
+        assert _dicts(own) == _dicts(edited[: event.cutoff])
+        assert own[3].content == "an edited question"
+
+    @MODES
+    def test_another_thread_or_a_new_process_writes_a_whole_archive(self, mode: str) -> None:
+        """Only what this process wrote for the same thread is continued."""
+        backend = memory_backend()
+        compressor = Compressor(small_config(), backend=backend, summarizer=FakeSummarizer("S"))
+        history = _history(60)
+        _event(_compact(mode, compressor, history[:40], thread="a"))
+        other = _event(_compact(mode, compressor, history, thread="b"))
+        assert "continues" not in read_history(backend.read_text(other.file_path))[0]
+        restarted = Compressor(small_config(), backend=backend, summarizer=FakeSummarizer("S"))
+        fresh = _event(_compact(mode, restarted, history, thread="a"))
+        header, own = read_history(backend.read_text(fresh.file_path))
+        assert "continues" not in header and _dicts(own) == _dicts(history[: fresh.cutoff])
+
+    @MODES
+    def test_a_failed_continuation_is_not_continued_from(self, mode: str) -> None:
+        """A continuation whose write failed leaves ``file_path`` unset; the next round
+        continues from the last archive that was written."""
+        backend = FailingBackend(fail_prefixes=["never/"])
+        compressor = Compressor(small_config(), backend=backend, summarizer=FakeSummarizer("S"))
+        history = _history(80)
+        first = _event(_compact(mode, compressor, history[:40]))
+        backend.fail_prefixes = ("outputs/conversation_history/",)
+        failed = _event(_compact(mode, compressor, history[:60]))
+        assert failed.file_path is None and len(backend.failed) == 1
+        backend.fail_prefixes = ("never/",)
+        third = _event(_compact(mode, compressor, history))
+        header, _ = read_history(backend.inner.read_text(third.file_path))
+        assert header["continues"] == first.file_path and header["start"] == first.cutoff
+        assert _dicts(read_archive(backend.inner, third.file_path)) == _dicts(
+            history[: third.cutoff]
+        )
+
+
+class TestOnLocalDisk:
+    def test_a_continuation_is_a_file_of_its_own_next_to_the_first(self, tmp_path: Path) -> None:
+        """On a local directory the first archive is untouched by the continuation
+        (files are written once), and both are complete JSONL files."""
+        backend = FsspecBackend(tmp_path.as_uri())
+        compressor = Compressor(small_config(), backend=backend, summarizer=FakeSummarizer("S"))
+        history = _history(60)
+        first = _event(compressor.compact(history[:40]))
+        before = (tmp_path / first.file_path).read_bytes()
+        second = _event(compressor.compact(history))
+        assert (tmp_path / first.file_path).read_bytes() == before
+        on_disk = sorted(p.name for p in (tmp_path / "outputs/conversation_history").iterdir())
+        assert on_disk == sorted([Path(first.file_path).name, Path(second.file_path).name])
+        assert _dicts(read_archive(backend, second.file_path)) == _dicts(history[: second.cutoff])
+
+
+class TestHistoryArchive:
+    def test_a_continuation_needs_the_same_first_messages(self) -> None:
+        """``continuing`` refuses an earlier range that is not a strict prefix of this
+        one in the same thread."""
+        history = _history(6)
+        whole = HistoryArchive.of(history, start=0, thread="t")
+
+        def written(messages: list[Message], thread: str) -> ArchivedRange:
+            return HistoryArchive.of(messages, start=0, thread=thread).written(
+                ArchivePlan(None, "p")
+            )
+
+        assert whole.continuing(written(history[:4], "t")) is not None
+        assert whole.continuing(written([history[1], *history[1:4]], "t")) is None
+        assert whole.continuing(written(history[:4], "u")) is None
+        assert whole.continuing(written(history, "t")) is None
