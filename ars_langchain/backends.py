@@ -125,6 +125,15 @@ class _AgentView:
     def write_text(self, path: str, text: str) -> str:
         return self.inner.write_text(path, text)
 
+    def write_bytes(self, path: str, data: bytes) -> str:
+        """Encoded text (a history archive) goes to the inner backend as it is
+        when that takes bytes."""
+        write_bytes = getattr(self.inner, "write_bytes", None)
+        if write_bytes is None:
+            return self.inner.write_text(path, decode_text(data))
+        written: str = write_bytes(path, data)
+        return written
+
     async def awrite_text(self, path: str, text: str) -> str:
         awrite = getattr(self.inner, "awrite_text", None)
         if awrite is None:
@@ -134,6 +143,15 @@ class _AgentView:
             return written
         done: str = await awrite(path, text)
         return done
+
+    async def awrite_bytes(self, path: str, data: bytes) -> str:
+        """:meth:`write_bytes` without blocking the loop."""
+        if getattr(self.inner, "awrite_text", None) is not None:
+            return await self.awrite_text(path, decode_text(data))
+        import anyio
+
+        written: str = await anyio.to_thread.run_sync(self.write_bytes, path, data)
+        return written
 
     def read_text(self, path: str) -> str:
         return self.inner.read_text(path)
