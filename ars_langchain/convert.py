@@ -23,7 +23,9 @@ appended and hands back the *same* core objects, so the core estimator's
 per-message caches and its incremental ``count_history`` keep working. After
 an edit (``RemoveMessage``, a replacement by id, a checkpoint reload with
 equal copies) every message still present under its id keeps its core twin;
-only edited and new messages are converted.
+only edited and new messages are converted. The summary of the latest round is
+converted once, the first time a view holds it, and that LangChain object is
+sent again by every later call while the event holds the same summary.
 """
 
 from __future__ import annotations
@@ -48,8 +50,16 @@ from langchain_core.messages import (
     ToolMessage,
     ToolMessageChunk,
 )
+from pydantic_core import PydanticUndefined
 
-from ars_core import MARK_SUMMARY, ContentPart, Message, ToolCall
+from ars_core import (
+    MARK_SUMMARY,
+    MARK_TRIMMED,
+    MARK_TRUNCATED_ARGS,
+    ContentPart,
+    Message,
+    ToolCall,
+)
 
 __all__ = ["LC_KEY", "MARKERS_KEY", "HistoryConverter", "from_core", "to_core", "tool_schemas"]
 
@@ -87,6 +97,8 @@ _CORE_FIELDS = frozenset({"content", "id", "name", "tool_calls", "tool_call_id",
 # raw provider copies of the tool calls: dropped when the tool calls changed (by L1 or
 # the overflow tail trim)
 _RAW_CALL_KEYS = ("tool_calls", "function_call")
+# the markers of the copies whose tool calls L1 or the overflow tail trim rewrote
+_REWRITE_MARKS = (MARK_TRUNCATED_ARGS, MARK_TRIMMED)
 
 
 # ------------------------------------------------------------------ content
@@ -150,35 +162,96 @@ def _lc_tool_calls(message: BaseMessage) -> list[dict[str, Any]]:
     return list(calls) if calls else []
 
 
+class _LcFields(dict[str, Any]):
+    """``metadata["lc"]`` of a converted message: its LangChain-only fields.
+
+    ``calls`` holds the core tool calls the message was converted with when its
+    LangChain tool calls were the standard ones (:func:`_standard_call`): those are
+    rebuilt from the core calls instead of kept as a second copy of every argument in
+    each archive line, and an L1 rewrite is told from them. It rides along with every
+    copy L1 makes (copies share this object) and is never serialised.
+    """
+
+    calls: tuple[ToolCall, ...] | None = None
+
+
+_STANDARD_CALL_KEYS = frozenset({"name", "args", "id", "type"})
+
+
+def _standard_call(call: Mapping[str, Any]) -> bool:
+    """Whether a LangChain tool call is exactly what :func:`_rebuilt_call` makes of
+    its core twin (LangChain's own ``tool_call`` form with an id)."""
+    return (
+        call.keys() == _STANDARD_CALL_KEYS
+        and call["type"] == "tool_call"
+        and isinstance(call["id"], str)
+        and call["id"] != ""
+        and type(call["args"]) is dict
+    )
+
+
+def _rebuilt_call(call: ToolCall) -> dict[str, Any]:
+    return {"name": call.name, "args": dict(call.args), "id": call.id or None, "type": "tool_call"}
+
+
+#: per message class: (field, its plain default other than None, else _NO_DEFAULT) for
+#: every LangChain-only field
+_NO_DEFAULT = object()
+_LC_FIELDS: dict[type[BaseMessage], tuple[tuple[str, Any], ...]] = {}
+
+
+def _lc_fields(cls: type[BaseMessage]) -> tuple[tuple[str, Any], ...]:
+    fields = _LC_FIELDS.get(cls)
+    if fields is None:
+        fields = tuple(
+            (name, _NO_DEFAULT if info.default in (PydanticUndefined, None) else info.default)
+            for name, info in cls.model_fields.items()
+            if name not in _CORE_FIELDS
+        )
+        _LC_FIELDS[cls] = fields
+    return fields
+
+
 def to_core(message: BaseMessage) -> Message:
-    """One LangChain message as a core message (see the module docstring)."""
-    extra: dict[str, Any] = {"type": message.type}
-    for field in type(message).model_fields:
-        if field in _CORE_FIELDS:
-            continue
+    """One LangChain message as a core message (see the module docstring).
+
+    Only what :func:`from_core` cannot tell from the core message is kept in
+    ``metadata["lc"]``: the message type unless it is the plain class of the role,
+    fields that are set and differ from their default, and the tool calls unless
+    they are LangChain's standard ones (the archive then holds each argument once).
+    """
+    role = _role(message)
+    extra = _LcFields()
+    if _CLASS_OF_TYPE.get(message.type) is not _CLASS_OF_ROLE.get(role):
+        extra["type"] = message.type
+    for field, default in _lc_fields(type(message)):
         value = getattr(message, field)
         if field == "response_metadata" and isinstance(value, Mapping) and MARKERS_KEY in value:
             value = {k: v for k, v in value.items() if k != MARKERS_KEY}
-        if value or field == "role":
+        if (value or field == "role") and (default is _NO_DEFAULT or value != default):
             extra[field] = value
     calls = _lc_tool_calls(message)
-    if calls:
+    core_calls = tuple(
+        ToolCall(id=c.get("id") or "", name=c["name"], args=c.get("args") or {}) for c in calls
+    )
+    if calls and all(_standard_call(c) for c in calls):
+        extra.calls = core_calls  # rebuilt by from_core while L1 leaves them alone
+    elif calls:
         extra["tool_calls"] = calls  # the originals, to give back unchanged when L1 left them alone
     markers = message.response_metadata.get(MARKERS_KEY) if message.response_metadata else None
     metadata: dict[str, Any] = dict(markers) if isinstance(markers, Mapping) else {}
-    metadata[LC_KEY] = extra
+    if extra or core_calls:
+        metadata[LC_KEY] = extra
     tool_call_id = getattr(message, "tool_call_id", None)
     name = message.name
     if isinstance(message, FunctionMessage):  # legacy function results answer by name
         tool_call_id = tool_call_id or name
     return Message(
-        role=_role(message),
+        role=role,
         content=_content_to_core(message.content),
         id=message.id,
         name=name,
-        tool_calls=tuple(
-            ToolCall(id=c.get("id") or "", name=c["name"], args=c.get("args") or {}) for c in calls
-        ),
+        tool_calls=core_calls,
         tool_call_id=tool_call_id,
         metadata=metadata,
     )
@@ -202,13 +275,22 @@ def from_core(message: Message) -> BaseMessage:
     class of its role (``user`` -> ``HumanMessage``). ARS markers go to
     ``response_metadata["ars"]``.
     """
-    extra = dict(message.metadata.get(LC_KEY) or {})
+    fields = message.metadata.get(LC_KEY) or {}
+    extra = dict(fields)
     markers = {k: v for k, v in message.metadata.items() if k != LC_KEY}
     kind = extra.pop("type", None)
     cls = _CLASS_OF_TYPE.get(kind) if isinstance(kind, str) else None
     if cls is None:
         cls = _CLASS_OF_ROLE.get(message.role, HumanMessage)
-    original_calls = extra.pop("tool_calls", None) or []
+    original_calls = extra.pop("tool_calls", None)
+    if original_calls is None:
+        # standard calls: rebuilt from the calls the message was converted with (its
+        # own when read back from an archive, where nothing rewrote them)
+        converted_with = getattr(fields, "calls", None)
+        if converted_with is None and any(k in markers for k in _REWRITE_MARKS):
+            converted_with = ()  # rewritten, originals unknown: never resend a raw copy
+        base = message.tool_calls if converted_with is None else converted_with
+        original_calls = [_rebuilt_call(c) for c in base]
     kwargs: dict[str, Any] = {k: v for k, v in extra.items() if k in cls.model_fields}
     response_metadata = dict(kwargs.get("response_metadata") or {})
     if markers:
@@ -223,10 +305,7 @@ def from_core(message: Message) -> BaseMessage:
         if _same_calls(message.tool_calls, original_calls):
             kwargs["tool_calls"] = original_calls
         else:
-            kwargs["tool_calls"] = [
-                {"name": c.name, "args": dict(c.args), "id": c.id or None, "type": "tool_call"}
-                for c in message.tool_calls
-            ]
+            kwargs["tool_calls"] = [_rebuilt_call(c) for c in message.tool_calls]
             raw = dict(kwargs.get("additional_kwargs") or {})
             for key in _RAW_CALL_KEYS:  # the provider's raw copy would resend what was trimmed
                 raw.pop(key, None)
@@ -301,6 +380,9 @@ class HistoryConverter:
         # id(core message) -> (core message, LangChain message); the core object
         # is held so its id cannot be reused while the entry lives
         self._origin: dict[int, tuple[Message, BaseMessage]] = {}
+        # the summary of the latest round and its LangChain form: converted once, when a
+        # view first holds it, then reused by the state update and every later view
+        self._summary: tuple[Message, BaseMessage] | None = None
         self.converted = 0  # messages converted so far (a cost counter tests read)
         self.rewritten = False  # whether the last convert() saw an edit, not just an append
 
@@ -379,7 +461,13 @@ class HistoryConverter:
         entry = self._origin.get(id(message))
         if entry is not None and entry[0] is message:
             return entry[1]
-        return from_core(message)
+        summary = self._summary
+        if summary is not None and summary[0] is message:
+            return summary[1]
+        converted = from_core(message)
+        if message.metadata.get(MARK_SUMMARY):  # the one summary views carry: keep its twin
+            self._summary = (message, converted)
+        return converted
 
     def back_all(self, messages: Sequence[Message]) -> list[BaseMessage]:
         """The LangChain messages ``messages`` stand for.
@@ -403,6 +491,6 @@ class HistoryConverter:
         return [self.back(m) for m in view]
 
     def remember(self, core: Message, message: BaseMessage) -> None:
-        """Record that ``core`` stands for ``message`` (the event's summary)."""
-        with self._lock:
-            self._origin[id(core)] = (core, message)
+        """Record that ``core`` stands for ``message`` (the event's summary): it takes
+        the place of the summary remembered before."""
+        self._summary = (core, message)

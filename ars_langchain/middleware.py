@@ -429,10 +429,6 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             if raw is not session.event_raw and raw != session.event_raw:
                 session.event = event_from_state(raw)
                 session.event_raw = raw
-                if session.event is not None:
-                    session.converter.remember(
-                        session.event.summary_message, from_core(session.event.summary_message)
-                    )
             # system message and tool schemas, cached while unchanged
             system_src = request.system_message
             if system_src is not session.system_src and system_src != session.system_src:
@@ -537,10 +533,6 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         with call.session.lock:  # the next call reads this dict back from state
             call.session.event_raw = event_dict
             call.session.event = update.event
-            if update.event is not None:
-                call.session.converter.remember(
-                    update.event.summary_message, from_core(update.event.summary_message)
-                )
         return values
 
     def _record_usage(self, call: _Call, response: Any, outcome: CallOutcome) -> None:
