@@ -177,7 +177,8 @@ class SummaryConfig:
         metadata=_meta(
             "largest summary kept, in tokens (longer ones are cut with a marker); the "
             "task a summary keeps is sized from it; default: the L2 threshold, at least "
-            "256 and at most half the entry threshold"
+            "256 and at most half the entry threshold, and a round whose task is larger "
+            "than its share of that bound may exceed it to keep the task whole"
         ),
     )
 
@@ -218,7 +219,10 @@ class SummaryConfig:
         """The bound on a summary's size (the summary budget): ``summary_max_tokens``,
         or the L2 threshold — at least 256 tokens and at most ``T/2`` — so a
         summary never triggers the next round on its own, the kept tail fits
-        beside it, and a long task statement still fits in it."""
+        beside it, and a long task statement still fits in it. Without
+        ``summary_max_tokens``, a lean round whose task is larger than its
+        share of this bound grows the bound to carry the whole task (see
+        :func:`ars_core.summarize.summary_budget`)."""
         if self.summary_max_tokens is not None:
             return self.summary_max_tokens
         floored = max(SUMMARY_TOKENS_FLOOR, self.l2_threshold_tokens)

@@ -145,9 +145,11 @@ class Compressor:
     the last L2 request sent them, so prompt caches stay valid; ``False`` is
     the literal rule (below T every message goes out unchanged).
     ``lean_rounds`` (default on) sizes each L2 round from its task: the
-    summary may take the whole task plus ``T/8``, the summary model reads what
-    it keeps whole plus ``T/12`` of the rest (a note names the files and
-    errors of what it leaves out), and the cutoff keeps fewer than
+    summary may take the whole task plus ``T/8`` (a task too large for that
+    bound grows it, up to ``T/8`` short of the window, instead of being cut),
+    the summary model reads what it keeps whole plus ``T/12`` of the rest (at
+    least 1,024 tokens, at most ``T/8``; a note names the files and errors of
+    what it leaves out), and the cutoff keeps fewer than
     ``summary_keep_messages`` when needed so the new view falls under the L2
     threshold (the next round waits for new messages to fill the window);
     ``False`` gives the fixed rounds (the latest ``summary_keep_messages``, a

@@ -76,6 +76,8 @@ from .summarize import (
     SummaryResult,
     condense_history,
     summary_budget,
+    summary_input_budget,
+    task_budget,
     whole_tokens,
 )
 from .summary_call import InputHalver, RetryPolicy, SummaryCall
@@ -227,6 +229,7 @@ class _Cut:
     global_: int
     task: list[str]  # the task statement the summary carries (every user request)
     summary_limit: int  # the tokens the summary may take
+    task_limit: int | None = None  # the task's own room in it (a task too large for its share)
 
 
 @attrs.frozen
@@ -423,9 +426,11 @@ def _cutoff(r: _Round, l1: _L1View) -> _Cut | None:
         to_global_cutoff(preferred, r.event) if preferred is not None else len(r.state)
     )
     task = task_statement(r.state[:preferred_global])
-    limit = summary_budget(s.config, _task_tokens(s.estimator, task))
+    task_tokens = _task_tokens(s.estimator, task)
     frame = build_summary_message("", cutoff=len(r.state), file_path=_SAMPLE_PATH)
-    budget = r.l2_threshold - r.extra - limit - message_tokens(s.estimator, frame)
+    fixed = r.extra + message_tokens(s.estimator, frame)
+    limit = summary_budget(s.config, task_tokens, fixed_tokens=fixed)
+    budget = r.l2_threshold - fixed - limit
     local = select_cutoff(
         r.effective,
         keep,
@@ -441,7 +446,8 @@ def _cutoff(r: _Round, l1: _L1View) -> _Cut | None:
     elif global_ < preferred_global:  # no preferred cut: the task ends at this one
         task = task_statement(r.state[:global_])
     previous = r.event.cutoff if r.event is not None else 0
-    return _Cut(local, start, previous, global_, task, limit)
+    room = task_budget(s.config, limit, task_tokens)
+    return _Cut(local, start, previous, global_, task, limit, room)
 
 
 def _task_tokens(estimator: Estimator, task: Sequence[str]) -> int:
@@ -529,17 +535,18 @@ def _summarize(r: _Round, l1: _L1View, cut: _Cut) -> Generator[Effect, Any, Summ
     s = r.settings
     archive = HistoryArchive.of(r.raw[cut.start : cut.local], start=cut.previous, thread=r.thread)
     history = l1.view[: cut.local]
-    # what is kept whole (previous summary, requests, newest message) + T/12 of the rest
-    budget = s.summary_input_tokens or max(1024, r.threshold // 2)
+    budget, task_room = s.summary_input_tokens or max(1024, r.threshold // 2), None
     if s.lean_rounds and not s.summary_input_tokens:
-        budget = min(budget, whole_tokens(history, s.estimator) + r.threshold // 12)
-    cleaned = condense_history(history, budget, s.estimator)
+        task_room = cut.task_limit  # a task too large for its share is read whole
+        budget = summary_input_budget(r.threshold, whole_tokens(history, s.estimator), task_room)
+    cleaned = condense_history(history, budget, s.estimator, task_tokens=task_room)
     call = SummaryCall(
         cleaned,
         s.config.summary_prompt,
         cut.summary_limit,
         policy=RetryPolicy.from_config(s.config, s.is_overflow),
         halver=InputHalver(history, s.estimator),
+        task_budget=cut.task_limit,
     )
     archived, summary = yield ArchiveAndSummarize(archive, call)
     if archived.error is not None:
@@ -570,7 +577,8 @@ def _new_event(
         else:
             log.error("ARS: summary rejected: %s", checked.error)
         prompt = s.config.summary_prompt
-        fallback = ExtractiveSummarizer(summary_tokens=limit).summarize(cleaned, prompt)
+        extractive = ExtractiveSummarizer(summary_tokens=limit, task_tokens=cut.task_limit)
+        fallback = extractive.summarize(cleaned, prompt)
         fallback_text = validate_summary(fallback, limit=limit, estimator=s.estimator).text
         message = build_summary_message(
             None,

@@ -337,10 +337,13 @@ class MeteredSummarizer:
         self.output_tokens = 0
         self.last_text: str | None = None
 
-    def with_budget(self, summary_tokens: int) -> MeteredSummarizer:
-        """Bound the wrapped summarizer to the engine's summary budget (one replay
-        runs one call at a time, so the wrapper is re-bound in place)."""
-        self.inner = bound_summarizer(self._unbounded, summary_tokens)
+    def with_budget(
+        self, summary_tokens: int, *, task_tokens: int | None = None
+    ) -> MeteredSummarizer:
+        """Bound the wrapped summarizer to the engine's summary budget and the
+        task's room in it (one replay runs one call at a time, so the wrapper
+        is re-bound in place)."""
+        self.inner = bound_summarizer(self._unbounded, summary_tokens, task_tokens)
         return self
 
     def summarize(self, messages: Sequence[Message], prompt: str) -> SummaryResult:

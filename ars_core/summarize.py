@@ -19,6 +19,7 @@ model fails, and the embedded default of the CLI.
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -43,9 +44,11 @@ from .retention import (
 from .usage import Usage
 
 __all__ = [
+    "INPUT_REST_FLOOR",
     "MARK_OMITTED",
     "SECTION_MARK",
     "TASK_SHARE",
+    "TASK_SHARE_MAX",
     "AsyncSummarizer",
     "CallableSummarizer",
     "ExtractiveSummarizer",
@@ -54,11 +57,14 @@ __all__ = [
     "Usage",
     "bound_summarizer",
     "condense_history",
+    "large_task_ceiling",
     "media_reference",
     "parse_summary",
     "render_history",
     "render_prompt",
     "summary_budget",
+    "summary_input_budget",
+    "task_budget",
     "whole_tokens",
 ]
 
@@ -128,13 +134,15 @@ def condense_history(
     estimator: Estimator | None = None,
     *,
     shortened_chars: int = 600,
+    task_tokens: int | None = None,
 ) -> list[Message]:
     """Fit ``messages`` into ``budget`` tokens for the summary model.
 
     The previous summary, system messages, every user request (the task: the
     first message of each distinct text) and the newest message stay whole;
-    when the requests alone take more than :data:`TASK_SHARE` of the budget,
-    each large one is shortened to its head and tail. The rest is taken
+    when the requests alone take more than their room (``task_tokens``, by
+    default :data:`TASK_SHARE` of the budget), each large one is shortened to
+    its head and tail. The rest is taken
     newest first: whole while it fits, then shortened (head and tail of each
     message), and the oldest that fit not even shortened are replaced by one
     note saying how many were omitted (their text is in the archive file).
@@ -149,7 +157,11 @@ def condense_history(
         return list(messages)
     fixed, requests = _kept_whole(messages)
     out: list[Message | None] = [messages[i] if i in fixed else None for i in range(n)]
-    _fit_requests(messages, requests, out, sizes, int(budget * TASK_SHARE), est)
+    if task_tokens is None:
+        room = int(budget * TASK_SHARE)
+    else:  # the task's text, and each request's own frame (role, separators)
+        room = task_tokens + len(requests) * message_tokens(est, _EMPTY_REQUEST)
+    _fit_requests(messages, requests, out, sizes, room, est)
     # room for the note that stands for omitted messages, reserved up front
     room = budget - sum(sizes[i] for i in fixed) - message_tokens(est, _omitted_note(n))
     shortening = False
@@ -202,6 +214,8 @@ def _kept_whole(messages: Sequence[Message]) -> tuple[set[int], list[int]]:
     fixed.add(len(messages) - 1)
     return fixed, requests
 
+
+_EMPTY_REQUEST = Message(role="user", content="")
 
 #: ``Message._cache`` key of what :func:`_kept_whole` makes of a message
 _KIND_KEY = "ars_kept_kind"
@@ -328,13 +342,19 @@ MARK_OMITTED = "ars_omitted"
 OMITTED_ITEMS = 20
 #: share of the summary budget the task statement may take
 TASK_SHARE = 0.75
+#: share of a summary a task too large for :data:`TASK_SHARE` of its bound may take
+TASK_SHARE_MAX = 0.875
+#: fewest tokens a lean round's summary input gives what is not kept whole
+INPUT_REST_FLOOR = 1024
 #: fewest characters a shortened request keeps (head and tail)
 MIN_REQUEST_CHARS = 80
 #: characters the shortening note itself takes
 _NOTE_CHARS = 48
 
 
-def summary_budget(config: Any, task_tokens: int | None = None) -> int:
+def summary_budget(
+    config: Any, task_tokens: int | None = None, *, fixed_tokens: int | None = None
+) -> int:
     """The tokens a summary may take under ``config`` (a
     :class:`~ars_core.config.SummaryConfig`): its ``summary_token_limit``.
 
@@ -344,11 +364,56 @@ def summary_budget(config: Any, task_tokens: int | None = None) -> int:
     the rest (files, tool calls, errors, conclusions), at least 256 tokens and
     never more than ``summary_token_limit``. A summary sized from its task is
     cheap to write and to resend, and leaves the kept messages room under the
-    L2 threshold."""
+    L2 threshold.
+
+    A task too large for its share of that bound is never cut to fit it: given
+    ``fixed_tokens`` (what the request holds beside the summary and the kept
+    messages: system message, tools, the summary's frame), the bound grows to
+    carry the whole task at :data:`TASK_SHARE_MAX` of the summary, up to what
+    leaves ``T/8`` of the window for the kept messages and the next ones
+    (:func:`large_task_ceiling`); :func:`task_budget` is then the task's room.
+    """
     if task_tokens is None or config.summary_max_tokens is not None:
         return int(config.summary_token_limit)
-    wanted = math.ceil(task_tokens / TASK_SHARE) + int(config.threshold_tokens) // 8
-    return min(int(config.summary_token_limit), max(SUMMARY_TOKENS_FLOOR, wanted))
+    threshold = int(config.threshold_tokens)
+    wanted = math.ceil(task_tokens / TASK_SHARE) + threshold // 8
+    bound = min(int(config.summary_token_limit), max(SUMMARY_TOKENS_FLOOR, wanted))
+    if fixed_tokens is None or task_tokens <= int(bound * TASK_SHARE):
+        return bound
+    grown = math.ceil(task_tokens / TASK_SHARE_MAX)
+    return max(bound, min(grown, large_task_ceiling(threshold, fixed_tokens)))
+
+
+def large_task_ceiling(threshold: int, fixed_tokens: int) -> int:
+    """The largest summary a task too large for the ordinary bound may grow it
+    to: the window ``threshold`` (T) less ``fixed_tokens`` and ``T/8`` left
+    for the kept messages and the next ones."""
+    return threshold - fixed_tokens - threshold // 8
+
+
+def task_budget(config: Any, summary_tokens: int, task_tokens: int) -> int | None:
+    """The task's room in a lean round's summary of ``summary_tokens`` (see
+    :func:`summary_budget`) that must carry a task of ``task_tokens``: ``None``
+    when the task fits its :data:`TASK_SHARE` or ``config`` sets
+    ``summary_max_tokens`` (the summarizer's own rule holds); otherwise the
+    whole task, at most :data:`TASK_SHARE_MAX` of the summary. The summary
+    input keeps the task at this size too."""
+    if config.summary_max_tokens is not None or task_tokens <= int(summary_tokens * TASK_SHARE):
+        return None
+    return min(task_tokens, int(summary_tokens * TASK_SHARE_MAX))
+
+
+def summary_input_budget(threshold: int, whole: int, task_room: int | None = None) -> int:
+    """What the summary model reads in a lean round, in tokens: what
+    :func:`condense_history` keeps whole (``whole``: previous summary, system
+    messages, every user request, the newest message) plus ``T/12`` of the
+    rest (at least :data:`INPUT_REST_FLOOR`, but not above ``T/8``: small
+    windows summarize little at a time, and their anchors are in that rest),
+    at most ``T/2`` (at least 1,024), or, when the task has a room of its own
+    (``task_room``, see :func:`task_budget`), at most that room plus the rest."""
+    rest = max(threshold // 12, min(INPUT_REST_FLOOR, threshold // 8))
+    cap = max(1024, threshold // 2, (task_room or 0) + rest)
+    return min(cap, whole + rest)
 
 
 def whole_tokens(messages: Sequence[Message], estimator: Estimator) -> int:
@@ -359,12 +424,29 @@ def whole_tokens(messages: Sequence[Message], estimator: Estimator) -> int:
     return sum(message_tokens(estimator, messages[i]) for i in fixed)
 
 
-def bound_summarizer(summarizer: Any, summary_tokens: int) -> Any:
+def bound_summarizer(summarizer: Any, summary_tokens: int, task_tokens: int | None = None) -> Any:
     """``summarizer`` bounded to ``summary_tokens`` when it takes a bound (it has a
     ``with_budget(tokens)`` method returning the bounded summarizer); otherwise
-    ``summarizer`` itself. Wrappers of a summarizer forward ``with_budget``."""
+    ``summarizer`` itself. Wrappers of a summarizer forward ``with_budget``.
+
+    ``task_tokens``, the task's own room in the summary (see
+    :func:`task_budget`), is passed as ``with_budget(tokens, task_tokens=...)``
+    to a ``with_budget`` that takes it (:class:`ExtractiveSummarizer`'s does);
+    one that does not is bounded by ``summary_tokens`` alone."""
     with_budget = getattr(summarizer, "with_budget", None)
-    return with_budget(summary_tokens) if callable(with_budget) else summarizer
+    if not callable(with_budget):
+        return summarizer
+    if task_tokens is not None and _takes_task_tokens(with_budget):
+        return with_budget(summary_tokens, task_tokens=task_tokens)
+    return with_budget(summary_tokens)
+
+
+def _takes_task_tokens(fn: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (a builtin)
+        return False
+    return any(p.name == "task_tokens" or p.kind is p.VAR_KEYWORD for p in params)
 
 
 def _escape(text: str) -> str:
@@ -514,7 +596,9 @@ class ExtractiveSummarizer:
     exactly, whatever markdown the task holds.
 
     ``summary_tokens`` bounds the summary (the task may take
-    :data:`TASK_SHARE` of it); without it the bound is the input's size (the
+    :data:`TASK_SHARE` of it, or ``task_tokens`` when given: the engine gives
+    a task too large for that share a room of its own, see
+    :func:`task_budget`); without it the bound is the input's size (the
     engine already bounds that by the summary budget), at least 2,048 tokens,
     and the task is kept as whole as the input holds it. The engine passes its own bound through
     :meth:`with_budget`. The prompt template is not sent anywhere; its
@@ -529,18 +613,26 @@ class ExtractiveSummarizer:
         summary_tokens: int | None = None,
         max_items: int = 15,
         estimator: Estimator | None = None,
+        task_tokens: int | None = None,
     ) -> None:
         self.summary_tokens = summary_tokens
+        self.task_tokens = task_tokens
         self.max_items = max_items
         self._est = estimator or ApproxEstimator()
 
-    def with_budget(self, summary_tokens: int) -> ExtractiveSummarizer:
-        """A copy bounded to ``summary_tokens`` (the engine's summary budget),
-        unless this one was given its own bound."""
+    def with_budget(
+        self, summary_tokens: int, *, task_tokens: int | None = None
+    ) -> ExtractiveSummarizer:
+        """A copy bounded to ``summary_tokens`` (the engine's summary budget), the
+        task given ``task_tokens`` of it when set, unless this one was given its
+        own bound."""
         if self.summary_tokens is not None:
             return self
         return ExtractiveSummarizer(
-            summary_tokens=summary_tokens, max_items=self.max_items, estimator=self._est
+            summary_tokens=summary_tokens,
+            max_items=self.max_items,
+            estimator=self._est,
+            task_tokens=task_tokens,
         )
 
     def summarize(self, messages: Sequence[Message], prompt: str) -> SummaryResult:
@@ -548,11 +640,11 @@ class ExtractiveSummarizer:
         input_tokens = self._est.count_text(rendered)
         if self.summary_tokens is not None:
             budget = self.summary_tokens
-            task_budget = int(budget * TASK_SHARE)
+            task_room = min(budget, self.task_tokens or int(budget * TASK_SHARE))
         else:  # the input is already bounded: never shorten the task below what it holds
             budget = max(2048, input_tokens)
-            task_budget = max(int(2048 * TASK_SHARE), input_tokens)
-        text = self._extract(messages, budget, task_budget)
+            task_room = max(int(2048 * TASK_SHARE), input_tokens)
+        text = self._extract(messages, budget, task_room)
         usage = Usage(input_tokens=input_tokens, output_tokens=self._est.count_text(text))
         return SummaryResult(text=text, usage=usage, model="ars-extractive")
 

@@ -141,13 +141,16 @@ class InputHalver:
 @attrs.frozen
 class SummaryCall:
     """One summary call: the input, the prompt, the summary's token bound
-    (``budget``), the controls, and how to halve the input on overflow."""
+    (``budget``), the controls, how to halve the input on overflow, and the
+    task's own room in the summary when it has one (``task_budget``, see
+    :func:`~ars_core.summarize.task_budget`)."""
 
     history: list[Message]
     prompt: str
     budget: int
     policy: RetryPolicy = RetryPolicy()
     halver: InputHalver | None = None
+    task_budget: int | None = None
 
 
 @attrs.frozen
@@ -308,7 +311,7 @@ def _next(steps: Generator[Step, Any, Outcome], value: Any) -> Step | Outcome:
 
 
 def _method(summarizer: Any, call: SummaryCall, name: str) -> Callable[..., Any] | None:
-    method = getattr(bound_summarizer(summarizer, call.budget), name, None)
+    method = getattr(bound_summarizer(summarizer, call.budget, call.task_budget), name, None)
     return method if callable(method) else None
 
 

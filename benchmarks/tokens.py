@@ -120,9 +120,12 @@ class MeteredExtractive:
         self.inner = ExtractiveSummarizer()
         self.o200k, self.stats, self.lc, self.peer_prompt = o200k, stats, lc, peer_prompt
 
-    def with_budget(self, summary_tokens: int) -> MeteredExtractive:
-        """ARS's engine bounds its summarizer to its summary budget (one call at a time)."""
-        self.inner = ExtractiveSummarizer(summary_tokens=summary_tokens)
+    def with_budget(
+        self, summary_tokens: int, *, task_tokens: int | None = None
+    ) -> MeteredExtractive:
+        """ARS's engine bounds its summarizer to its summary budget and the task's room
+        in it (one call at a time)."""
+        self.inner = ExtractiveSummarizer(summary_tokens=summary_tokens, task_tokens=task_tokens)
         return self
 
     def summarize(self, messages: Sequence[Message], prompt: str) -> SummaryResult:  # ARS

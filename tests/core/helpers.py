@@ -49,6 +49,27 @@ def words(n: int, seed: str = "alpha") -> str:
     return " ".join(vocab[i % len(vocab)] for i in range(n))
 
 
+def large_task(lines: int = 220) -> str:
+    """A markdown issue statement of about 24 approx tokens a line, every line distinct
+    (220 lines: about 5,300 tokens, more than the summary bound at T = 8K)."""
+    body = [
+        f"- requirement {i}: the runner must report case {i} as xfailed when the marker "
+        "is added at run time, not as failed"
+        for i in range(lines)
+    ]
+    return "\n".join(
+        [
+            "# Pytest 6: a dynamically added xfail marker no longer ignores the failure",
+            "",
+            "## Description",
+            *body,
+            "",
+            "## Expected behaviour",
+            "TASK-TAIL: the test is reported as xfailed.",
+        ]
+    )
+
+
 def small_config(**overrides: object) -> SummaryConfig:
     """T = 1,024 tokens, L2 threshold 512, keep 4, tool results above 120 tokens offloaded."""
     values: dict[str, object] = dict(
