@@ -44,7 +44,7 @@ from .effects import (
     describe,
 )
 from .errors import SummarizerError
-from .estimate import Estimator, Tools, message_tokens
+from .estimate import Estimator, Tools, message_sizes, message_tokens
 from .events import (
     CompressionEvent,
     EventCheck,
@@ -65,6 +65,7 @@ from .l2 import (
     HISTORY_DIR,
     build_summary_message,
     describe_error,
+    forbidden_cuts,
     select_cutoff,
     trim_tail,
     validate_summary,
@@ -382,9 +383,11 @@ def _level1(r: _Round) -> Generator[Effect, Any, _L1View]:
     plan = offload_inline_media(plan, tool_token_limit=s.config.summary_tool_result_token_limit)
     failed_writes: set[str] = (yield Write(plan.writes)) if plan.writes else set()
     view, offloaded = plan.finalize(failed_writes)
-    tokens = r.tokens_before + sum(
-        message_tokens(s.estimator, view[i]) - message_tokens(s.estimator, orig)
-        for i, orig in plan.replaced.items()
+    replaced = plan.replaced
+    tokens = (
+        r.tokens_before
+        + sum(message_sizes(s.estimator, [view[i] for i in replaced]))
+        - sum(message_sizes(s.estimator, list(replaced.values())))
     )
     fields = {"offloaded": offloaded, "truncated_args": plan.truncated_args}
     return _L1View(view, tokens, fields)
@@ -412,7 +415,8 @@ def _cutoff(r: _Round, l1: _L1View) -> _Cut | None:
     they do not fit the window. ``None`` when no valid cutoff exists."""
     s = r.settings
     keep, start = s.config.summary_keep_messages, 1 if r.event is not None else 0
-    preferred = select_cutoff(r.effective, keep, start=start)
+    forbidden = forbidden_cuts(r.effective)
+    preferred = select_cutoff(r.effective, keep, start=start, forbidden=forbidden)
     if not s.lean_rounds:  # the latest `keep` messages, a summary at the configured bound
         if preferred is None:
             return None
@@ -437,6 +441,7 @@ def _cutoff(r: _Round, l1: _L1View) -> _Cut | None:
         start=start,
         budget=budget,
         tokens=lambda i: message_tokens(s.estimator, l1.view[i]),
+        forbidden=forbidden,
     )
     if local is None:
         return None

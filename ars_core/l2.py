@@ -42,6 +42,7 @@ __all__ = [
     "archive_line",
     "build_summary_message",
     "describe_error",
+    "forbidden_cuts",
     "history_file",
     "read_history",
     "select_cutoff",
@@ -138,6 +139,22 @@ def tool_pairs(messages: Sequence[Message]) -> list[tuple[int, int]]:
     return pairs
 
 
+def forbidden_cuts(messages: Sequence[Message]) -> list[bool]:
+    """For each position ``0..len(messages)``, whether a cut there is invalid: it
+    would separate a tool call from its results, or open the kept window with a
+    tool result."""
+    forbidden = [False] * (len(messages) + 1)
+    calls: dict[str | None, int] = {}
+    for i, m in enumerate(messages):
+        for c in m.tool_calls:
+            calls[c.id] = i
+        if m.role == "tool":
+            call_i = calls.get(m.tool_call_id, i)
+            forbidden[call_i + 1 : i + 1] = [True] * (i - call_i)
+            forbidden[i] = True
+    return forbidden
+
+
 def select_cutoff(
     messages: Sequence[Message],
     keep: int,
@@ -145,6 +162,7 @@ def select_cutoff(
     start: int = 0,
     budget: int | None = None,
     tokens: Callable[[int], int] | None = None,
+    forbidden: Sequence[bool] | None = None,
 ) -> int | None:
     """The local cutoff: ``messages[start:cutoff]`` are summarized, ``messages[cutoff:]`` kept.
 
@@ -159,19 +177,14 @@ def select_cutoff(
     kept messages fit the budget; when none fits, the kept part is the
     smallest valid one (the last message, or the last tool calls with their
     results). Then a cut exists even with ``keep`` or fewer messages, when
-    they do not fit. Only the kept messages are counted.
+    they do not fit. Only the kept messages are counted. ``forbidden`` is
+    :func:`forbidden_cuts` of ``messages``, when the caller already has it.
     """
     n = len(messages)
     if n - start <= (keep if budget is None or tokens is None else 1):
         return None
-    forbidden = [False] * (n + 1)
-    for call_i, result_i in tool_pairs(messages):
-        for c in range(call_i + 1, result_i + 1):
-            forbidden[c] = True
-    # a kept window must not open with an orphan tool result
-    for i, m in enumerate(messages):
-        if m.role == "tool":
-            forbidden[i] = True
+    if forbidden is None:
+        forbidden = forbidden_cuts(messages)
     cut = _preferred_cut(forbidden, n - keep, start, n) if n - start > keep else None
     if budget is None or tokens is None:
         return cut

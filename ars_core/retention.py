@@ -172,9 +172,16 @@ def task_statement(messages: Iterable[Message]) -> list[str]:
     """The task: the text of every user request, in order, each distinct text once."""
     seen: dict[str, None] = {}
     for m in messages:
-        if is_user_request(m):
-            seen.setdefault(m.text.strip(), None)
+        text = m._cache.get(_REQUEST_KEY)
+        if text is None:
+            text = m._cache[_REQUEST_KEY] = m.text.strip() if is_user_request(m) else ""
+        if text:
+            seen.setdefault(text, None)
     return list(seen)
+
+
+#: ``Message._cache`` key of a message's text as a user request ("" when it is none)
+_REQUEST_KEY = "ars_request_text"
 
 
 def _arg_text(value: Any) -> str:
@@ -243,13 +250,21 @@ def _find_edited(m: Message) -> list[str]:
     return found
 
 
-def edited_files(messages: Iterable[Message]) -> list[str]:
-    """Paths that assistant tool calls created or edited, oldest first, each once.
+def edited_files(messages: Iterable[Message], *, last: int | None = None) -> list[str]:
+    """Paths that assistant tool calls created or edited, oldest first, each once
+    (ordered by their last edit; with ``last``, only the latest ``last`` of them,
+    read from the newest message back).
 
     File-writing tools name them in a path argument; shell commands through
     redirections, ``tee``, ``touch`` and ``sed -i``.
     """
+    if last is not None:
+        return _latest(_sequence(messages), _edited_in, last)
     return _ordered_by_last(path for m in messages for path in _edited_in(m))
+
+
+def _sequence(messages: Iterable[Message]) -> Sequence[Message]:
+    return messages if isinstance(messages, Sequence) else list(messages)
 
 
 def _errors_in(m: Message) -> tuple[str, ...]:
@@ -269,9 +284,11 @@ def _find_errors(text: str) -> tuple[str, ...]:
     return tuple(_norm(line) for line in text.splitlines() if _ERROR.search(line))
 
 
-def error_lines(messages: Iterable[Message]) -> list[str]:
+def error_lines(messages: Iterable[Message], *, last: int | None = None) -> list[str]:
     """Lines of tool results that report an error, oldest first, each distinct line once
-    (whitespace collapsed)."""
+    (whitespace collapsed; with ``last``, only the latest ``last`` of them)."""
+    if last is not None:
+        return _latest(_sequence(messages), _errors_in, last)
     return _ordered_by_last(line for m in messages for line in _errors_in(m))
 
 

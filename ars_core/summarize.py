@@ -30,7 +30,7 @@ import anyio.to_thread
 import attrs
 
 from .config import SUMMARY_TOKENS_FLOOR
-from .estimate import ApproxEstimator, Estimator, message_tokens
+from .estimate import ApproxEstimator, Estimator, message_sizes, message_tokens
 from .messages import Message
 from .prompt import media_reference, render_history, render_prompt
 from .retention import (
@@ -80,7 +80,12 @@ class SummaryResult:
 
 @runtime_checkable
 class Summarizer(Protocol):
-    """Synchronous summarizer."""
+    """Synchronous summarizer.
+
+    One that computes in this process and cannot hang (no model, no network)
+    may set a class attribute ``runs_inline = True``: the sync path then calls
+    it in the calling thread, without the worker thread that enforces
+    ``summary_timeout`` (the extractive summarizer does)."""
 
     def summarize(self, messages: Sequence[Message], prompt: str) -> SummaryResult:
         """Summarize ``messages`` with the ``prompt`` template (it holds ``{messages}``)."""
@@ -152,7 +157,7 @@ def condense_history(
     """
     est = estimator or ApproxEstimator()
     n = len(messages)
-    sizes = [message_tokens(est, m) for m in messages]
+    sizes = message_sizes(est, messages)
     if sum(sizes) <= budget:
         return list(messages)
     fixed, requests = _kept_whole(messages)
@@ -263,8 +268,8 @@ def _noting_omissions(out: list[Message | None], messages: Sequence[Message]) ->
 
 def _anchored_note(gone: Sequence[Message]) -> Message:
     note = _omitted_note(len(gone))
-    files = edited_files(gone)[-OMITTED_ITEMS:]
-    errors = [_clip(line, 120) for line in error_lines(gone)][-3:]
+    files = edited_files(gone, last=OMITTED_ITEMS)
+    errors = [_clip(line, 120) for line in error_lines(gone, last=3)]
     if not (files or errors):
         return note
     lines = [note.text[:-1] + "; what they did:"]
@@ -421,7 +426,7 @@ def whole_tokens(messages: Sequence[Message], estimator: Estimator) -> int:
     previous summary, system messages, every user request and the newest message
     (the summary input budget is sized from them)."""
     fixed, _ = _kept_whole(messages)
-    return sum(message_tokens(estimator, messages[i]) for i in fixed)
+    return sum(message_sizes(estimator, [messages[i] for i in fixed]))
 
 
 def bound_summarizer(summarizer: Any, summary_tokens: int, task_tokens: int | None = None) -> Any:
@@ -606,6 +611,8 @@ class ExtractiveSummarizer:
     """
 
     name = "extractive"
+    #: deterministic and in process: the sync path calls it without a worker thread
+    runs_inline = True
 
     def __init__(
         self,

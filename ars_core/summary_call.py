@@ -19,7 +19,9 @@ One L2 round makes one *summary call*, which may take several attempts:
   worker thread is abandoned). Sync: the attempt runs in a worker thread and
   the round stops waiting for it at the deadline; Python cannot stop a thread,
   so a summarizer that never returns keeps its thread (a daemon) until it does,
-  and its answer is discarded.
+  and its answer is discarded. A summarizer that declares ``runs_inline``
+  (in process, cannot hang: the extractive one) is called in the calling
+  thread, once the deadline has not passed.
 
 Anything else, or the last failure, becomes a recorded
 :class:`~ars_core.errors.SummarizerError` (never raised to the caller: the
@@ -323,6 +325,7 @@ def call_sync(summarizer: Any, call: SummaryCall) -> Outcome:
         wrong = TypeError(f"{name} only summarizes asynchronously (use acall/acompact)")
         return summary_failure(wrong)
     clock = _Clock(call.policy)
+    inline = getattr(summarizer, "runs_inline", False) is True
     steps = summary_attempts(call.history, call.policy, call.halver)
     step = _next(steps, None)
     while isinstance(step, Attempt | Pause):
@@ -333,7 +336,9 @@ def call_sync(summarizer: Any, call: SummaryCall) -> Outcome:
         else:
             try:
                 fn = functools.partial(summarize, step.history, call.prompt)
-                value = check_summary(_in_thread(fn, clock.remaining()))
+                value = check_summary(
+                    _inline(fn, clock) if inline else _in_thread(fn, clock.remaining())
+                )
             except _Late:
                 value = clock.timed_out()
             except Exception as exc:
@@ -376,6 +381,14 @@ async def call_async(summarizer: Any, call: SummaryCall) -> Outcome:
 
 class _Late(Exception):
     """The attempt did not finish before the deadline."""
+
+
+def _inline(fn: Callable[[], T], clock: _Clock) -> T:
+    """``fn()`` in the calling thread (a summarizer that cannot hang), unless the
+    deadline has passed (:class:`_Late`)."""
+    if clock.remaining() <= 0:
+        raise _Late
+    return fn()
 
 
 def _in_thread(fn: Callable[[], T], timeout: float) -> T:

@@ -182,9 +182,11 @@ def canned_handler() -> tuple[Callable[[Any], Any], list[Any]]:
 
 
 class InstantSummarizer:
-    """An ARS summarizer that answers at once."""
+    """An ARS summarizer that answers at once, in process (like the peers'
+    ``summarizer=`` callables, called inline)."""
 
     name = "instant"
+    runs_inline = True
 
     def summarize(self, messages: Sequence[Message], prompt: str) -> SummaryResult:
         return SummaryResult(text="summary")

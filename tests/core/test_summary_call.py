@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import Any, ClassVar
 
 import anthropic
 import anyio
@@ -24,6 +24,7 @@ from ars_core import (
     Compressor,
     ConfigError,
     ContextOverflowError,
+    ExtractiveSummarizer,
     Message,
     SummarizerError,
     SummaryConfig,
@@ -402,6 +403,36 @@ class TestTheSummaryCallHasATimeout:
             "SummarizerError: the summary call did not finish within 0.2 s (summary_timeout)"
         )
         assert out.response == "ok"
+
+    def test_sync_an_inline_summarizer_runs_in_the_calling_thread(self) -> None:
+        """A summarizer that declares ``runs_inline`` (in process, cannot hang: the
+        extractive one) is called in the caller's thread; any other sync summarizer
+        in a worker thread (where the timeout can be enforced)."""
+        caller = threading.get_ident()
+
+        class Inline(ExtractiveSummarizer):
+            threads: ClassVar[list[int]] = []
+
+            def summarize(self, messages: Any, prompt: str) -> Any:
+                self.threads.append(threading.get_ident())
+                return super().summarize(messages, prompt)
+
+        class Worker(Inline):
+            runs_inline = False
+            threads: ClassVar[list[int]] = []
+
+        assert ExtractiveSummarizer.runs_inline is True
+        inline_out = run("sync", engine(Inline(summary_tokens=400)), agent_run())
+        worker_out = run("sync", engine(Worker(summary_tokens=400)), agent_run())
+        assert Inline.threads == [caller]
+        assert len(Worker.threads) == 1 and Worker.threads[0] != caller
+        inline_text = inline_out.update.event.summary_message.text  # type: ignore[union-attr]
+        worker_text = worker_out.update.event.summary_message.text  # type: ignore[union-attr]
+        # the same summary (the archives differ only by the fresh message ids)
+        assert (
+            inline_text.partition("The full text")[0] == worker_text.partition("The full text")[0]
+        )
+        assert TASK in inline_text
 
     @MODES
     def test_a_backoff_past_the_deadline_ends_the_call_without_waiting(self, mode: str) -> None:
