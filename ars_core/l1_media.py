@@ -174,7 +174,8 @@ def offload_inline_media(plan: L1Plan, *, tool_token_limit: int) -> L1Plan:
     view, summaries aside. Each message's result is cached on it."""
     char_limit = media_char_limit(tool_token_limit)
     key = ("l1-media", char_limit)
-    answered = max((i for i, m in enumerate(plan.view) if m.role == "assistant"), default=-1)
+    view = plan.view
+    answered = next((i for i in range(len(view) - 1, -1, -1) if view[i].role == "assistant"), -1)
     found: list[tuple[int, Message, tuple[FileWrite, ...]]] = []
     for i, m in enumerate(plan.view[:answered]):
         if isinstance(m.content, str) or m.metadata.get(MARK_SUMMARY):
