@@ -192,9 +192,12 @@ def test_two_workers_racing_on_one_thread_leave_whole_archives_and_a_consistent_
         before = agents[0].get_state(config).values
         assert before.get("_summarization_event"), "the race should start from an existing summary"
 
+        # both runs start from this checkpoint (its id given: neither reads the other's
+        # input, whichever LangGraph saves first)
+        start = agents[0].get_state(config).config
         race.on.set()
         with ThreadPoolExecutor(2) as pool:
-            futures = [pool.submit(agents[k].invoke, turn(10 + k), config) for k in range(2)]
+            futures = [pool.submit(agents[k].invoke, turn(10 + k), start) for k in range(2)]
             results = [f.result(timeout=120) for f in futures]
         race.on.clear()
         # both raced from the same checkpoint: each summarized the same history
