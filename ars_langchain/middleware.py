@@ -362,10 +362,12 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         self._config_cache = ((id(base), *values), config)
         return config
 
-    def _new_estimator(self) -> EstimatorLike | None:
+    def _new_estimator(self, converter: HistoryConverter) -> EstimatorLike | None:
         """The estimator of a new session: names and classes are built per session by the
         core; a zero-argument factory is called; a LangChain ``token_counter``
-        (``messages -> int``) counts the request converted to LangChain messages."""
+        (``messages -> int``) counts the request as LangChain messages: the agent's own
+        objects where the session's ``converter`` made the core ones (a count converts
+        only what ARS changed or added, not the whole history)."""
         est: Any = self.estimator
         if est is None or isinstance(est, str | type):
             return est  # the core default / resolves it, one per session
@@ -377,7 +379,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             return made
         counter: Callable[[list[BaseMessage]], int] = est
         return CallableEstimator(
-            lambda messages: int(counter([from_core(m) for m in messages])),
+            lambda messages: int(counter(converter.back_all(messages))),
             name=f"callable:{getattr(counter, '__qualname__', type(counter).__name__)}",
         )
 
@@ -385,13 +387,14 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         with self._sessions_lock:
             session = self._sessions.get(key)
             if session is None:
+                converter = HistoryConverter()
                 compressor = Compressor(
                     config,
-                    estimator=self._new_estimator(),
+                    estimator=self._new_estimator(converter),
                     is_overflow=self.is_overflow,
                     **self.compressor_options,
                 )
-                session = _Session(compressor=compressor)
+                session = _Session(compressor=compressor, converter=converter)
                 self._sessions[key] = session
                 while len(self._sessions) > self.max_sessions:
                     self._sessions.popitem(last=False)

@@ -201,9 +201,12 @@ def _run_agent(estimator: Any, mode: str, thread_id: str) -> tuple[Any, dict[str
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_langchain_token_counter_drives_the_middleware(mode: str, thread_id: str) -> None:
     """``estimator=count_tokens_approximately`` (LangChain's ``token_counter`` convention): it
-    counts the request as LangChain messages, and its count triggers L2 on the second turn."""
+    counts the request as LangChain messages (the agent's own objects, not copies converted
+    per count), and its count triggers L2 on the second turn."""
     from langchain_core.messages import BaseMessage
     from langchain_core.messages.utils import count_tokens_approximately
+
+    from tests.langchain.helpers import prose
 
     seen: list[list[Any]] = []
 
@@ -213,6 +216,10 @@ def test_a_langchain_token_counter_drives_the_middleware(mode: str, thread_id: s
 
     model, state = _run_agent(counter, mode, thread_id)
     assert seen and all(isinstance(m, BaseMessage) for request in seen for m in request)
+    sent = model.main_calls[0][-1]  # the first question, as the model received it
+    counted = [m for request in seen for m in request if m.id == "h1"]
+    assert counted and all(m is sent for m in counted)
+    assert sent == HumanMessage(prose("one", 700), id="h1")
     assert len(model.summary_calls) == 1
     event = state["_summarization_event"]
     messages = state["messages"]
