@@ -424,7 +424,8 @@ def _cutoff(r: _Round, l1: _L1View) -> _Cut | None:
         task = task_statement(r.state[:global_])
         previous = r.event.cutoff if r.event is not None else 0
         return _Cut(preferred, start, previous, global_, task, s.config.summary_token_limit)
-    if preferred is None and l1.tokens <= r.threshold:
+    window = r.l2_threshold if r.forced else r.threshold  # an overflow: the real one is smaller
+    if preferred is None and l1.tokens <= window:
         return None  # keep or fewer messages that fit the window: sent as they are
     preferred_global = (
         to_global_cutoff(preferred, r.event) if preferred is not None else len(r.state)
@@ -433,7 +434,8 @@ def _cutoff(r: _Round, l1: _L1View) -> _Cut | None:
     task_tokens = _task_tokens(s.estimator, task)
     frame = build_summary_message("", cutoff=len(r.state), file_path=_SAMPLE_PATH)
     fixed = r.extra + message_tokens(s.estimator, frame)
-    limit = summary_budget(s.config, task_tokens, fixed_tokens=fixed)
+    # after a context overflow the real window is smaller than T: no growing for the task
+    limit = summary_budget(s.config, task_tokens, fixed_tokens=None if r.forced else fixed)
     budget = r.l2_threshold - fixed - limit
     local = select_cutoff(
         r.effective,

@@ -807,8 +807,10 @@ class TestCalibration:
 @pytest.mark.spec("R4", "R42")
 def test_forced_path_without_cutoff_reports_started_and_failed() -> None:
     """Below T, overflow, no valid cutoff, the L1 view overflows too: the error propagates
-    and the round is reported as started + failed (a failing round is reported even on the quiet forced path)."""
-    state = [user(words(700)), assistant(words(10))]
+    and the round is reported as started + failed (a failing round is reported even on the quiet forced path).
+    One message: nothing can be summarized (two would be cut, see
+    ``test_large_task.py::test_after_a_context_overflow_the_summary_keeps_the_ordinary_bound``)."""
+    state = [user(words(700))]
     emitter = RecordingEmitter()
     with pytest.raises(ContextOverflowError):
         Compressor(small_config(), emitter=emitter).call(state, ScriptedModel(overflow_above=300))

@@ -262,3 +262,32 @@ def test_a_large_system_message_caps_the_grown_bound_and_the_view_stays_under_t(
     assert message_tokens(EST, summary) <= ceiling + message_tokens(EST, frame)
     assert model.calls[-1] == out.view
     assert EST.count(out.view, system=system) <= CONFIG.threshold_tokens
+
+
+@pytest.mark.spec("R20", "R21", "R22", "R23")
+@pytest.mark.parametrize("turns", [5, 3], ids=["more-than-keep", "keep-or-fewer"])
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_after_a_context_overflow_the_summary_keeps_the_ordinary_bound(
+    asynchronous: bool, turns: int
+) -> None:
+    """The provider rejects requests above 5,000 tokens though T is 8K: its window
+    is smaller than ARS was told. The forced round does not grow the summary for the
+    task (it keeps the ordinary bound, 3,276: the task's head and tail), cuts even
+    when only ``summary_keep_messages`` or fewer messages are left (they fit T, not
+    the real window), and the retried request fits the real window."""
+    engine = Compressor(CONFIG, estimator=EST)
+    model = ScriptedModel(overflow_above=5_000, estimator=EST)
+    state = agent_run(turns)
+    assert 5_000 < EST.count(state) < CONFIG.threshold_tokens
+    if asynchronous:
+        out = anyio.run(_acall, engine, state, model, None)
+    else:
+        out = engine.call(state, model)
+    assert out.level == "L2" and out.forced
+    assert EST.count(model.calls[0]) > 5_000  # the first request overflowed
+    summary = out.update.event.summary_message
+    frame = build_summary_message("", cutoff=out.update.event.cutoff, file_path=None)
+    assert message_tokens(EST, summary) <= CONFIG.summary_token_limit + message_tokens(EST, frame)
+    kept = task_section(summary)
+    assert kept != TASK and kept.startswith(TASK[:60]) and kept.endswith(TAIL)
+    assert model.calls[-1] == out.view and EST.count(out.view) <= 5_000
