@@ -328,19 +328,25 @@ class BackendResolver:
         return target
 
     def _wrap(self, source: Any, scope: str) -> FileBackend:
-        deep = is_deepagents_backend(source)
-        if not deep and not (isinstance(source, FsspecBackend) and source.scope is None):
-            if not _is_backend(source):
-                raise TypeError(f"not a file backend: {source!r}")
-            backend: FileBackend = source
-            return backend
+        """``source`` scoped to ``scope`` (a backend that needs no scope as it is); a
+        scoped backend is cached, so a call on a known thread costs one lookup."""
         key = (id(source), scope)
         with self._lock:
             hit = self._scoped.get(key)
             if hit is not None and hit[0] is source:
                 self._scoped.move_to_end(key)
                 return hit[1]
-        scoped = self._scope(source, scope) if deep else source.scoped(scope)
+        deep = is_deepagents_backend(source)
+        scoped: FileBackend
+        if deep:
+            scoped = self._scope(source, scope)
+        elif isinstance(source, FsspecBackend) and source.scope is None:
+            scoped = source.scoped(scope)
+        elif _is_backend(source):
+            same: FileBackend = source  # already scoped, or the application's own: as it is
+            return same
+        else:
+            raise TypeError(f"not a file backend: {source!r}")
         with self._lock:
             self._scoped[key] = (source, scoped)
             while len(self._scoped) > self.max_cached:

@@ -273,25 +273,22 @@ def from_core(message: Message) -> BaseMessage:
 
     A message without LangChain fields (an ARS summary) becomes the plain
     class of its role (``user`` -> ``HumanMessage``). ARS markers go to
-    ``response_metadata["ars"]``.
+    ``response_metadata["ars"]``. An ARS summary is marked as harness-inserted
+    the way LangChain marks its own summaries (``add_notification_metadata``:
+    ``additional_kwargs["lc_source"] = "summarization"``, an earlier ``lc_data``
+    removed), so UIs, evals and deepagents do not take it for something the
+    user typed.
     """
     fields = message.metadata.get(LC_KEY) or {}
-    extra = dict(fields)
     markers = {k: v for k, v in message.metadata.items() if k != LC_KEY}
-    kind = extra.pop("type", None)
+    kind = fields.get("type")
     cls = _CLASS_OF_TYPE.get(kind) if isinstance(kind, str) else None
     if cls is None:
         cls = _CLASS_OF_ROLE.get(message.role, HumanMessage)
-    original_calls = extra.pop("tool_calls", None)
-    if original_calls is None:
-        # standard calls: rebuilt from the calls the message was converted with (its
-        # own when read back from an archive, where nothing rewrote them)
-        converted_with = getattr(fields, "calls", None)
-        if converted_with is None and any(k in markers for k in _REWRITE_MARKS):
-            converted_with = ()  # rewritten, originals unknown: never resend a raw copy
-        base = message.tool_calls if converted_with is None else converted_with
-        original_calls = [_rebuilt_call(c) for c in base]
-    kwargs: dict[str, Any] = {k: v for k, v in extra.items() if k in cls.model_fields}
+    names = _field_names(cls)
+    kwargs: dict[str, Any] = {
+        k: v for k, v in fields.items() if k in names and k not in _REBUILT_FIELDS
+    }
     response_metadata = dict(kwargs.get("response_metadata") or {})
     if markers:
         response_metadata[MARKERS_KEY] = markers
@@ -301,7 +298,16 @@ def from_core(message: Message) -> BaseMessage:
         kwargs["id"] = message.id
     if message.name is not None:
         kwargs["name"] = message.name
-    if "tool_calls" in cls.model_fields:
+    if "tool_calls" in names:
+        original_calls = fields.get("tool_calls")
+        if original_calls is None:
+            # standard calls: rebuilt from the calls the message was converted with (its
+            # own when read back from an archive, where nothing rewrote them)
+            converted_with = getattr(fields, "calls", None)
+            if converted_with is None and any(k in markers for k in _REWRITE_MARKS):
+                converted_with = ()  # rewritten, originals unknown: never resend a raw copy
+            base = message.tool_calls if converted_with is None else converted_with
+            original_calls = [_rebuilt_call(c) for c in base]
         if _same_calls(message.tool_calls, original_calls):
             kwargs["tool_calls"] = original_calls
         else:
@@ -310,26 +316,29 @@ def from_core(message: Message) -> BaseMessage:
             for key in _RAW_CALL_KEYS:  # the provider's raw copy would resend what was trimmed
                 raw.pop(key, None)
             kwargs["additional_kwargs"] = raw
-    if "tool_call_id" in cls.model_fields:
+    if "tool_call_id" in names:
         kwargs["tool_call_id"] = message.tool_call_id or ""
     if cls is ChatMessage or cls is ChatMessageChunk:
         kwargs.setdefault("role", message.role)
-    out = cls(**kwargs)
-    if markers.get(MARK_SUMMARY) and isinstance(out, HumanMessage):
-        out = _as_summary_notification(out)
-    return out
+    if markers.get(MARK_SUMMARY) and issubclass(cls, HumanMessage):
+        notice = {
+            k: v for k, v in (kwargs.get("additional_kwargs") or {}).items() if k != "lc_data"
+        }
+        notice["lc_source"] = "summarization"
+        kwargs["additional_kwargs"] = notice
+    return cls(**kwargs)
 
 
-def _as_summary_notification(message: HumanMessage) -> HumanMessage:
-    """An ARS summary marked as harness-inserted the way LangChain marks its own
-    summaries (``additional_kwargs["lc_source"] = "summarization"``), so UIs,
-    evals and deepagents do not take it for something the user typed."""
-    try:
-        from langchain_core.messages import add_notification_metadata
-    except ImportError:  # langchain-core before 1.7.2: the same key, set directly
-        kwargs = {**message.additional_kwargs, "lc_source": "summarization"}
-        return message.model_copy(update={"additional_kwargs": kwargs})
-    return add_notification_metadata(message, source="summarization")
+#: LangChain fields :func:`from_core` sets itself, never from ``metadata["lc"]``
+_REBUILT_FIELDS = frozenset({"type", "tool_calls"})
+_FIELD_NAMES: dict[type[BaseMessage], frozenset[str]] = {}
+
+
+def _field_names(cls: type[BaseMessage]) -> frozenset[str]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(cls.model_fields)
+    return names
 
 
 def tool_schemas(tools: Sequence[Any]) -> list[Any]:

@@ -46,6 +46,7 @@ from langchain.agents.middleware.types import (
     ToolCallRequest,
 )
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langgraph.config import get_config
 from langgraph.types import Command
 
 from ars_core import (
@@ -160,8 +161,6 @@ def _scope_parts() -> tuple[str, str]:
     """``(thread_id, namespace)`` of the current run; task ids are dropped from the
     last namespace segment (it changes every step) so a thread's calls share a session."""
     try:
-        from langgraph.config import get_config
-
         configurable = get_config().get("configurable") or {}
     except RuntimeError:
         return "default", ""

@@ -247,3 +247,32 @@ def test_rewritten_tool_calls_never_resend_the_raw_provider_copy() -> None:
         ]
         assert back.additional_kwargs == {}
         assert back.response_metadata == {"ars": {MARK_TRUNCATED_ARGS: 1}}
+
+
+@pytest.mark.spec("R24")
+def test_a_summary_is_marked_exactly_as_langchain_marks_harness_messages() -> None:
+    """A summary (ARS's, or another harness's carrying LangChain fields) comes back as
+    ``add_notification_metadata`` marks it: ``lc_source`` set, an earlier ``lc_data``
+    removed, every other field kept."""
+    from langchain_core.messages import add_notification_metadata
+
+    theirs = HumanMessage(
+        "their summary",
+        id="s1",
+        additional_kwargs={"lc_source": "summarization", "lc_data": {"n": 1}, "kept": True},
+    )
+    core = to_core(theirs)
+    marked = core.with_content(core.content, **{MARK_SUMMARY: True})
+    plain = HumanMessage(
+        "their summary",
+        id="s1",
+        additional_kwargs={"lc_source": "summarization", "lc_data": {"n": 1}, "kept": True},
+        response_metadata={"ars": {MARK_SUMMARY: True}},
+    )
+    assert from_core(marked) == add_notification_metadata(plain, source="summarization")
+    assert from_core(marked).additional_kwargs == {"lc_source": "summarization", "kept": True}
+    ours = Message(role="user", content="S", id="ars-summary-3", metadata={MARK_SUMMARY: True})
+    assert from_core(ours) == add_notification_metadata(
+        HumanMessage("S", id="ars-summary-3", response_metadata={"ars": {MARK_SUMMARY: True}}),
+        source="summarization",
+    )
