@@ -213,8 +213,14 @@ def _latest(
     """``_ordered_by_last`` of every message's items, last ``k`` only: read from the
     newest message back, stopping once ``k`` distinct items are found."""
     found: dict[str, None] = {}
-    for m in reversed(messages):
-        for item in reversed(items_of(m)):
+    key = _ITEM_KEYS.get(items_of)
+    # what each message holds, read from its cache in one pass (computed when missing)
+    cached = [m._cache.get(key) for m in messages] if key is not None else [None] * len(messages)
+    for i in range(len(messages) - 1, -1, -1):
+        items = cached[i]
+        if items is None:
+            items = items_of(messages[i])
+        for item in reversed(items):
             if item not in found:
                 found[item] = None
                 if len(found) == k:
@@ -270,11 +276,9 @@ def _sequence(messages: Iterable[Message]) -> Sequence[Message]:
 def _errors_in(m: Message) -> tuple[str, ...]:
     """The error lines of tool result ``m`` (kept on the message: the audit and the
     summary input's note of every later round that covers it read them again)."""
-    if m.role != "tool":
-        return ()
     cached: tuple[str, ...] | None = m._cache.get(_ERRORS_KEY)
     if cached is None:
-        cached = m._cache[_ERRORS_KEY] = _find_errors(m.text)
+        cached = m._cache[_ERRORS_KEY] = _find_errors(m.text) if m.role == "tool" else ()
     return cached
 
 
@@ -303,6 +307,14 @@ def _commands_in(m: Message) -> tuple[str, ...]:
     if cached is None:
         cached = m._cache[_COMMANDS_KEY] = tuple(_find_commands(m)) if m.tool_calls else ()
     return cached
+
+
+#: the ``Message._cache`` key each per-message reader keeps its result under
+_ITEM_KEYS: dict[Callable[[Message], Sequence[str]], str] = {
+    _edited_in: _EDITED_KEY,
+    _errors_in: _ERRORS_KEY,
+    _commands_in: _COMMANDS_KEY,
+}
 
 
 def _find_commands(m: Message) -> list[str]:

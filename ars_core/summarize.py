@@ -206,14 +206,16 @@ def _kept_whole(messages: Sequence[Message]) -> tuple[set[int], list[int]]:
     fixed: set[int] = set()
     seen: set[str] = set()
     requests: list[int] = []
-    for i, m in enumerate(messages):
-        kind = m._cache.get(_KIND_KEY)
+    kinds = [m._cache.get(_KIND_KEY) for m in messages]  # one pass over the cached kinds
+    for i in [i for i, kind in enumerate(kinds) if kind != _OTHER]:
+        kind = kinds[i]
         if kind is None:
+            m = messages[i]
             kind = m._cache[_KIND_KEY] = _kind(m)
         if kind == _FIXED:
             fixed.add(i)
-        elif kind == _REQUEST and m.text not in seen:
-            seen.add(m.text)
+        elif kind == _REQUEST and messages[i].text not in seen:
+            seen.add(messages[i].text)
             requests.append(i)
     fixed.update(requests)
     fixed.add(len(messages) - 1)
