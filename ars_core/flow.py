@@ -432,7 +432,9 @@ def _cutoff(r: _Round, l1: _L1View) -> _Cut | None:
     )
     task = task_statement(r.state[:preferred_global])
     task_tokens = _task_tokens(s.estimator, task)
-    frame = build_summary_message("", cutoff=len(r.state), file_path=_SAMPLE_PATH)
+    # the summary's frame, sized with a cutoff of as many digits (the same text round after
+    # round: counted once)
+    frame = build_summary_message("", cutoff=_nines(len(r.state)), file_path=_SAMPLE_PATH)
     fixed = r.extra + message_tokens(s.estimator, frame)
     # after a context overflow the real window is smaller than T: no growing for the task
     limit = summary_budget(s.config, task_tokens, fixed_tokens=None if r.forced else fixed)
@@ -455,6 +457,11 @@ def _cutoff(r: _Round, l1: _L1View) -> _Cut | None:
     previous = r.event.cutoff if r.event is not None else 0
     room = task_budget(s.config, limit, task_tokens)
     return _Cut(local, start, previous, global_, task, limit, room)
+
+
+def _nines(n: int) -> int:
+    """The largest number with as many digits as ``n``."""
+    return int("9" * len(str(n)))
 
 
 def _task_tokens(estimator: Estimator, task: Sequence[str]) -> int:

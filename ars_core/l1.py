@@ -292,6 +292,33 @@ def _offloaded_body(message: Message, estimator: Estimator, limit: int) -> bool:
     )
 
 
+#: what L1 makes of one message: its view form, the file to write, arguments truncated
+_Planned = tuple[Message, "FileWrite | None", int]
+
+
+def _plan_message(
+    m: Message,
+    estimator: Estimator,
+    tool_token_limit: int,
+    arg_char_limit: int,
+    truncate_tools: Collection[str],
+) -> _Planned:
+    """L1 for one message: a large tool result offloaded, large arguments truncated."""
+    if m.metadata.get(MARK_SUMMARY) or _offloaded_body(m, estimator, tool_token_limit):
+        return m, None, 0
+    if m.role == "tool":
+        size = message_tokens(estimator, m)
+        if size > tool_token_limit and m.text:
+            new, write = _offload(m, estimator, tool_token_limit)
+            if message_tokens(estimator, new) <= size:  # never larger than the original
+                return new, write, 0
+        return m, None, 0
+    if m.tool_calls:
+        new, n = _truncate_args(m, arg_char_limit, truncate_tools)
+        return new, None, n
+    return m, None, 0
+
+
 def plan_l1(
     messages: Sequence[Message],
     *,
@@ -312,39 +339,28 @@ def plan_l1(
         tuple(sorted(truncate_tools)),
         getattr(estimator, "name", "?"),
     )
-    view: list[Message] = []
+    # each message's plan, read from its cache in one pass (planned when missing)
+    plans: list[_Planned | None] = [m._cache.get(key) for m in messages]
+    for i in [i for i, planned in enumerate(plans) if planned is None]:
+        m = messages[i]
+        plans[i] = m._cache[key] = _plan_message(
+            m, estimator, tool_token_limit, arg_char_limit, truncate_tools
+        )
+    planned = cast(list[_Planned], plans)
+    view = tuple(p[0] for p in planned)
     writes: dict[str, FileWrite] = {}
     replaced: dict[int, Message] = {}
     pending: dict[str, list[int]] = {}
     truncated = 0
-    for i, m in enumerate(messages):
-        cached = m._cache.get(key)
-        if cached is None:
-            new: Message = m
-            write: FileWrite | None = None
-            n = 0
-            if m.metadata.get(MARK_SUMMARY) or _offloaded_body(m, estimator, tool_token_limit):
-                pass
-            elif m.role == "tool":
-                size = message_tokens(estimator, m)
-                if size > tool_token_limit and m.text:
-                    new, write = _offload(m, estimator, tool_token_limit)
-                    if message_tokens(estimator, new) > size:  # never larger than the original
-                        new, write = m, None
-            elif m.tool_calls:
-                new, n = _truncate_args(m, arg_char_limit, truncate_tools)
-            cached = (new, write, n)
-            m._cache[key] = cached
-        new, write, n = cached
-        view.append(new)
-        if new is not m:
-            replaced[i] = m
-            truncated += n
+    for i in [i for i, p in enumerate(planned) if p[0] is not messages[i]]:
+        _, write, n = planned[i]
+        replaced[i] = messages[i]
+        truncated += n
         if write is not None:
             writes[write.path] = write
             pending.setdefault(write.path, []).append(i)
     return L1Plan(
-        view=tuple(view),
+        view=view,
         writes=tuple(writes.values()),
         replaced=replaced,
         pending={p: tuple(ix) for p, ix in pending.items()},
