@@ -192,18 +192,35 @@ def to_core(message: ChatMessage, *, tool_name: str | None = None) -> Message:
         content = tuple(parts)
     kw = message.additional_kwargs
     core_role = _TO_CORE_ROLE.get(role, "user")
-    name = kw.get("name") or kw.get("tool_name") or (tool_name if core_role == "tool" else None)
+    name = _name(kw, tool_name if core_role == "tool" else None)
     call_id = kw.get("tool_call_id")
     msg_id = kw.get("id")
     return Message(
         role=core_role,
         content=content,
         id=msg_id if isinstance(msg_id, str) else None,
-        name=str(name) if name is not None else None,
+        name=name,
         tool_calls=tuple(calls),
         tool_call_id=str(call_id) if call_id is not None else None,
         metadata={META_KEY: dump},
     )
+
+
+def _name(kw: Mapping[str, Any], tool_name: str | None) -> str | None:
+    name = kw.get("name") or kw.get("tool_name") or tool_name
+    return str(name) if name is not None else None
+
+
+def answered_tool(message: ChatMessage, names: Mapping[str, str]) -> str | None:
+    """The name of the tool ``message`` answers, by the id of its call (``names``:
+    call id -> tool name, of the calls before it); ``None`` when unknown."""
+    return names.get(str(message.additional_kwargs.get("tool_call_id")))
+
+
+def core_name(message: ChatMessage, core_role: str, names: Mapping[str, str]) -> str | None:
+    """The ``name`` :func:`to_core_messages` gives ``message`` after the calls in ``names``."""
+    tool_name = answered_tool(message, names) if core_role == "tool" else None
+    return _name(message.additional_kwargs, tool_name)
 
 
 def to_core_messages(messages: Iterable[ChatMessage]) -> list[Message]:
@@ -212,12 +229,19 @@ def to_core_messages(messages: Iterable[ChatMessage]) -> list[Message]:
     names: dict[str, str] = {}
     out: list[Message] = []
     for m in messages:
-        core = to_core(m, tool_name=names.get(str(m.additional_kwargs.get("tool_call_id"))))
+        core = to_core(m, tool_name=answered_tool(m, names))
         for c in core.tool_calls:
             if c.id:
                 names[c.id] = c.name
         out.append(core)
     return out
+
+
+def same_message(a: ChatMessage, b: ChatMessage) -> bool:
+    """Whether two messages are the same message: the same object, equal, or
+    equal field for field in JSON form (values of a class that compares by
+    identity, copied or read back, are still the same)."""
+    return a is b or a == b or a.model_dump(mode="json") == b.model_dump(mode="json")
 
 
 # ------------------------------------------------------------------ back

@@ -20,6 +20,10 @@ Storage layout in the chat store (one conversation = one ``chat_store_key``):
   event is appended, and when the summarized messages are gone a record with
   ``"event": null`` drops it. A corrupt record is skipped with a warning.
 
+The stored messages are converted to core messages incrementally
+(:class:`~ars_llamaindex.history.ChatHistory`): a call converts only what
+changed since the last one, so its cost does not grow with the history.
+
 ``get`` (and ``aget``) returns the compressed view: effective messages
 (summary + messages after the cutoff), L1 on a copy (large tool results moved
 to files, huge ``write_file``/``edit_file`` arguments truncated), L2 when the
@@ -74,8 +78,9 @@ from ars_core.resolve import resolve_backend
 from ars_core.summarize import AsyncSummarizer, Summarizer
 from ars_core.typing import SummarizerLike
 
-from .convert import from_core_messages, system_text, to_core_messages, tool_schemas
+from .convert import system_text, to_core_messages, tool_schemas
 from .events import EventCallback, dispatch
+from .history import ChatHistory
 from .store import ChatStoreAdapter
 from .summarizer import LLMSummarizer
 
@@ -117,9 +122,8 @@ def _sha(message: ChatMessage) -> str:
 
 @attrs.define
 class _State:
-    chat: list[ChatMessage]
+    chat: list[ChatMessage]  # the stored messages (never handed out)
     core: list[Message]
-    originals: dict[int, ChatMessage]
     event: SummarizationEvent | None
     record: dict[str, Any] | None
 
@@ -157,6 +161,8 @@ class ArsMemory(BaseMemory):
     _compressor: Compressor = PrivateAttr()
     _files: FileBackend = PrivateAttr()
     _store: ChatStoreAdapter = PrivateAttr()
+    _history: ChatHistory = PrivateAttr()
+    _reread: bool = PrivateAttr(default=False)
     _tools: list[Any] | None = PrivateAttr(default=None)
     _summarizer_explicit: bool = PrivateAttr(default=False)
     _on_event: EventCallback | None = PrivateAttr(default=None)
@@ -184,6 +190,7 @@ class ArsMemory(BaseMemory):
             system_prompt=system_text(system_prompt),
         )
         self._store = ChatStoreAdapter(store)
+        self._history = ChatHistory()  # the stored messages converted, incrementally
         self._config = config or SummaryConfig()
         # a URL or a registered name resolves through the plugin registry
         root: FileBackend = resolve_backend(file_backend) or FsspecBackend("memory://ars")
@@ -319,24 +326,21 @@ class ArsMemory(BaseMemory):
 
     # ------------------------------------------------------------ state
 
-    def _state(self, chat: list[ChatMessage], records: list[ChatMessage]) -> _State:
-        core = to_core_messages(chat)
+    def _state(
+        self, chat: list[ChatMessage], core: list[Message], records: list[ChatMessage]
+    ) -> _State:
+        """``core`` (a list of the call's own) with the trimmed messages the event's
+        record names in the form they were sent."""
         record, event = self._latest_record(records)
-        replaced: set[int] = set()
         if record is not None and event is not None:
             for item in record.get("replaced") or ():
                 try:
                     i = int(item["index"])
-                    if event.cutoff <= i < len(chat) and item.get("sha") == _sha(chat[i]):
+                    if event.cutoff <= i < len(core) and item.get("sha") == _sha(chat[i]):
                         core[i] = message_from_dict(item["message"])  # what was actually sent
-                        replaced.add(i)
                 except (ArsError, KeyError, TypeError, ValueError) as exc:
                     log.warning("ARS: ignoring a corrupt trimmed-message record: %s", exc)
-        # identity of the (live) core message -> its stored original, for exact round trips
-        originals = {
-            id(c): m for i, (c, m) in enumerate(zip(core, chat, strict=True)) if i not in replaced
-        }
-        return _State(chat=chat, core=core, originals=originals, event=event, record=record)
+        return _State(chat=chat, core=core, event=event, record=record)
 
     def _latest_record(
         self, records: list[ChatMessage]
@@ -358,13 +362,33 @@ class ArsMemory(BaseMemory):
                 )
         return None, None
 
+    def _converted(self, stored: list[ChatMessage]) -> tuple[list[Message], list[ChatMessage]]:
+        """The stored messages as core messages, converting only what changed."""
+        core, chat = self._history.update(stored)
+        if self._history.rewritten:
+            # the core's incremental count samples a few positions to detect an extension;
+            # after an edit, make it recount (the unchanged messages keep their counts)
+            forget_history = getattr(self._compressor.estimator, "forget_history", None)
+            if forget_history is not None:
+                forget_history()
+        return core, chat
+
+    def _known(self) -> list[ChatMessage]:
+        # a database store reads only the rows after the messages read last time, unless
+        # this memory replaced or deleted them since (then every row is read once)
+        if self._reread or not self._store.is_async:
+            self._reread = False
+            return []
+        return self._history.known()
+
     def _load(self) -> _State:
-        return self._state(self._store.get(self.chat_store_key), self._store.get(self.event_key))
+        core, chat = self._converted(self._store.peek(self.chat_store_key, self._known()))
+        return self._state(chat, core, self._store.peek(self.event_key))
 
     async def _aload(self) -> _State:
-        return self._state(
-            await self._store.aget(self.chat_store_key), await self._store.aget(self.event_key)
-        )
+        stored = await self._store.apeek(self.chat_store_key, self._known())
+        core, chat = self._converted(stored)
+        return self._state(chat, core, await self._store.apeek(self.event_key))
 
     def _record(self, state: _State, outcome: CallOutcome) -> ChatMessage | None:
         """The log record persisting ``outcome``'s update: a new or re-anchored
@@ -423,7 +447,7 @@ class ArsMemory(BaseMemory):
         return CompactionRound(
             outcome,
             deliver=self._deliver,
-            view=from_core_messages(outcome.view, state.originals),
+            view=self._history.back_all(outcome.view),
         )
 
     # ------------------------------------------------------------ rounds
@@ -559,7 +583,7 @@ class ArsMemory(BaseMemory):
         await self._store.aadd(self.chat_store_key, messages)
 
     def _keeps_event(self, new: list[ChatMessage], records: list[ChatMessage]) -> bool:
-        state = self._state(new, records)
+        state = self._state(new, to_core_messages(new), records)
         return check_event(state.core, state.event).event is not None
 
     def set(self, messages: list[ChatMessage]) -> None:
@@ -569,6 +593,7 @@ class ArsMemory(BaseMemory):
         records = self._store.get(self.event_key)
         keep = bool(records) and self._keeps_event(messages, records)
         self._store.set(self.chat_store_key, messages)
+        self._reread = True
         if records and not keep:
             self._store.delete(self.event_key)
 
@@ -576,16 +601,19 @@ class ArsMemory(BaseMemory):
         records = await self._store.aget(self.event_key)
         keep = bool(records) and self._keeps_event(messages, records)
         await self._store.aset(self.chat_store_key, messages)
+        self._reread = True
         if records and not keep:
             await self._store.adelete(self.event_key)
 
     def reset(self) -> None:
         """Delete the conversation and its event log (files are kept)."""
         self._store.delete(self.chat_store_key)
+        self._reread = True
         self._store.delete(self.event_key)
 
     async def areset(self) -> None:
         await self._store.adelete(self.chat_store_key)
+        self._reread = True
         await self._store.adelete(self.event_key)
 
     # ------------------------------------------------------------ inspection

@@ -24,6 +24,8 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.storage.chat_store import BaseChatStore
 from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore
 
+from .convert import same_message
+
 __all__ = ["ChatStoreAdapter"]
 
 T = TypeVar("T")
@@ -70,6 +72,31 @@ class ChatStoreAdapter:
             return list(await self.store.get_messages(key, status=None))
         return [m.model_copy(deep=True) for m in await self.store.aget_messages(key)]
 
+    async def apeek(self, key: str, known: Sequence[ChatMessage] = ()) -> list[ChatMessage]:
+        """The stored messages, without a defensive copy: an in-memory store's own
+        objects (its own list), which the caller must not mutate (:meth:`aget`
+        copies them).
+
+        ``known`` is what an earlier read returned. A database store then reads
+        only the rows after those messages, when the rows at the first, the
+        middle and the last known positions still hold them (a row removed,
+        inserted or changed before the end shows there), and the known objects
+        stand for them; otherwise it reads every row."""
+        if not isinstance(self.store, AsyncDBChatStore):
+            return await self.store.aget_messages(key)
+        n = len(known)
+        if n:
+            get = self.store.get_messages
+            rows = await get(key, status=None, offset=n - 1)
+            if rows and same_message(rows[0], known[n - 1]):
+                for i in sorted({0, n // 2} - {n - 1}):
+                    at = await get(key, status=None, limit=1, offset=i)
+                    if not at or not same_message(at[0], known[i]):
+                        break
+                else:
+                    return [*known[:n], *rows[1:]]
+        return list(await self.store.get_messages(key, status=None))
+
     async def aadd(self, key: str, messages: Sequence[ChatMessage]) -> None:
         if not messages:
             return
@@ -103,6 +130,12 @@ class ChatStoreAdapter:
             return self._loop.run(self.aget(key))
         # an in-memory store hands out its own objects: never let them be mutated
         return [m.model_copy(deep=True) for m in self.store.get_messages(key)]
+
+    def peek(self, key: str, known: Sequence[ChatMessage] = ()) -> list[ChatMessage]:
+        """Sync twin of :meth:`apeek`."""
+        if isinstance(self.store, AsyncDBChatStore):
+            return self._loop.run(self.apeek(key, known))
+        return self.store.get_messages(key)
 
     def add(self, key: str, messages: Sequence[ChatMessage]) -> None:
         if isinstance(self.store, AsyncDBChatStore):

@@ -32,6 +32,8 @@ I. ``loop_stall``: the largest event-loop stall while ``acall`` handles a new
    10 MB tool result (a ticking coroutine measures it).
 J. ``formats``: the largest runs estimated in OpenAI, Anthropic-block and
    LangChain-v1-block form, and images charged against the providers' examples.
+K. ``llamaindex_flat``: the LlamaIndex memory's per-call ``get()`` overhead against
+   history length below the threshold (5,000 messages <= 1.5x the cost at 500).
 
 The peers are used through their public constructors; nothing of theirs is
 copied.
@@ -66,6 +68,7 @@ from benchmarks import (  # noqa: E402
     estimators,
     flatness,
     formats,
+    llamaindex_flat,
     loop_stall,
     overhead,
     retention,
@@ -85,6 +88,7 @@ SECTIONS: tuple[ModuleType, ...] = (
     estimator_kinds,
     loop_stall,
     formats,
+    llamaindex_flat,
 )
 
 

@@ -126,11 +126,12 @@ def test_report_has_every_section(smoke: tuple[str, dict[str, object], str]) -> 
         "## H. Estimator speed and error per content kind",
         "## I. Event loop stall",
         "## J. Content blocks",
+        "## K. LlamaIndex memory per-call overhead",
     ):
         assert heading in report
     # A, L2, B, B defaults, C errors, C speed, D, E, F, G, H kinds, H fit, I stall, I memory,
-    # J formats, J images
-    assert len(parse_tables(report)) == 16
+    # J formats, J images, K
+    assert len(parse_tables(report)) == 17
     assert set(raw) == {
         "per_call_ms",
         "l2_ms",
@@ -145,6 +146,7 @@ def test_report_has_every_section(smoke: tuple[str, dict[str, object], str]) -> 
         "counting_memory",
         "formats",
         "images",
+        "llamaindex_per_call_ms",
     }
 
 
@@ -504,3 +506,22 @@ def test_budget_table_trades_summary_tokens_for_task_retention(
     assert budget["T/2"]["summary_tokens"] == tokens[0]
     assert budget["task + T/12"]["summary_tokens"] == num(default["summary-call tokens"])
     assert budget["task + T/12"]["summaries"] == num(default["summaries"])
+
+
+def test_llamaindex_section(smoke: tuple[str, dict[str, object], str]) -> None:
+    """K: one row per history length with both stores' medians, and the flatness
+    target line computed from the SimpleChatStore medians of the table."""
+    report, raw, _ = smoke
+    (rows,) = section_tables(report, "## K. LlamaIndex memory")
+    medians = raw["llamaindex_per_call_ms"]
+    assert isinstance(medians, dict)
+    sizes = [row["history"] for row in rows]
+    assert sizes == [f"{int(n):,}" for n in medians["simple"]] and len(sizes) >= 2
+    assert all(num(row["SimpleChatStore median (ms)"]) > 0 for row in rows)
+    assert all(num(row["SQLite aget median (ms)"]) > 0 for row in rows)
+    lo, hi = (
+        medians["simple"][str(min(map(int, medians["simple"])))],
+        medians["simple"][str(max(map(int, medians["simple"])))],
+    )
+    k = section_text(report, "## K. LlamaIndex memory")
+    assert f"= {hi / lo:.2f}x <= 1.5x" in k and len(target_lines(k)) == 1

@@ -1,0 +1,306 @@
+"""ArsMemory converts only what changed in the chat store: appended messages
+once, an edited or removed message honoured exactly, a reset or shared store
+followed; views never expose the stored objects."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.storage.chat_store import SimpleChatStore
+from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
+
+import ars_llamaindex.history as history_module
+from ars_core import Message
+from ars_llamaindex import ArsFunctionAgent, ArsMemory
+from ars_llamaindex.history import FRESH_TAIL
+from ars_llamaindex.testing import ScriptedLLM
+from tests.llamaindex.helpers import dumps, prose
+
+KEY = "conv"
+
+
+def chat(n: int, start: int = 0) -> list[ChatMessage]:
+    return [
+        ChatMessage(role="user" if i % 2 == 0 else "assistant", content=prose(12, tag=f"m{i}"))
+        for i in range(start, start + n)
+    ]
+
+
+def make_store(kind: str, tmp_path: Path) -> Any:
+    if kind == "simple":
+        return SimpleChatStore()
+    return SQLAlchemyChatStore(
+        table_name="ars_inc", async_database_uri=f"sqlite+aiosqlite:///{tmp_path / 'chat.db'}"
+    )
+
+
+class Api:
+    """One memory used through its sync or its async methods."""
+
+    def __init__(self, memory: ArsMemory, mode: str) -> None:
+        self.memory, self.mode = memory, mode
+
+    async def _call(self, name: str, *args: Any) -> Any:
+        if self.mode == "sync":
+            return getattr(self.memory, name)(*args)
+        method: Callable[..., Awaitable[Any]] = getattr(self.memory, "a" + name)
+        return await method(*args)
+
+    async def get(self) -> list[ChatMessage]:
+        result: list[ChatMessage] = await self._call("get")
+        return result
+
+    async def put_messages(self, messages: list[ChatMessage]) -> None:
+        await self._call("put_messages", messages)
+
+    async def set(self, messages: list[ChatMessage]) -> None:
+        await self._call("set", messages)
+
+    async def reset(self) -> None:
+        await self._call("reset")
+
+
+def memory_on(store: Any) -> ArsMemory:
+    return ArsMemory.from_defaults(chat_store=store, chat_store_key=KEY, summary_threshold=1000)
+
+
+@pytest.fixture
+def conversions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The text of every message the memory converts to a core message."""
+    seen: list[str] = []
+    real = history_module.to_core
+
+    def spy(message: ChatMessage, **kwargs: Any) -> Message:
+        seen.append(message.content or "")
+        return real(message, **kwargs)
+
+    monkeypatch.setattr(history_module, "to_core", spy)
+    return seen
+
+
+MODES = pytest.mark.parametrize("mode", ["sync", "async"])
+STORES = pytest.mark.parametrize("store_kind", ["simple", "sqlalchemy"])
+
+
+@MODES
+@STORES
+@pytest.mark.spec("R1")
+def test_appended_messages_are_converted_once(
+    store_kind: str, mode: str, tmp_path: Path, conversions: list[str]
+) -> None:
+    """Each ``get`` converts only the messages appended since the last one (none
+    when nothing changed), and the view is still exactly what the store holds."""
+    history = chat(30)
+
+    async def scenario() -> None:
+        api = Api(memory_on(make_store(store_kind, tmp_path)), mode)
+        await api.put_messages(history[:20])
+        assert dumps(await api.get()) == dumps(history[:20])
+        assert len(conversions) == 20
+        await api.put_messages(history[20:22])
+        assert dumps(await api.get()) == dumps(history[:22])
+        assert conversions[20:] == [m.content for m in history[20:22]]
+        assert dumps(await api.get()) == dumps(history[:22])
+        assert len(conversions) == 22  # nothing new, nothing converted
+        for m in history[22:]:
+            await api.put_messages([m])
+            assert dumps(await api.get())[-1] == dumps([m])[0]
+        assert conversions == [m.content for m in history]
+
+    asyncio.run(scenario())
+
+
+@MODES
+@STORES
+@pytest.mark.spec("R1", "R51")
+def test_an_edited_message_in_the_middle_is_reconverted_and_reaches_the_view(
+    store_kind: str, mode: str, tmp_path: Path, conversions: list[str]
+) -> None:
+    """Replacing a message in the middle of the stored chat converts that message
+    alone and the view carries its new form; removing one converts nothing and
+    the view no longer has it; both are exact, message for message."""
+    history = chat(40)
+    edited = ChatMessage(role="user", content="EDITED in the middle")
+
+    async def scenario() -> None:
+        api = Api(memory_on(make_store(store_kind, tmp_path)), mode)
+        await api.set(history)
+        await api.get()
+        before = len(conversions)
+        changed = [*history[:17], edited, *history[18:]]
+        await api.set(changed)
+        assert dumps(await api.get()) == dumps(changed)
+        assert conversions[before:] == ["EDITED in the middle"]
+        removed = [*changed[:5], *changed[6:]]
+        await api.set(removed)
+        assert dumps(await api.get()) == dumps(removed)
+        assert len(conversions) == before + 1
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.spec("R51")
+def test_a_stored_message_edited_in_place_reaches_the_view() -> None:
+    """A ``SimpleChatStore`` message changed in place (the same object) is seen:
+    the first, middle and last stored messages are checked against ARS's copies
+    every call, and a difference converts the history again."""
+    store = SimpleChatStore()
+    memory = memory_on(store)
+    history = chat(30)
+    memory.set(history)
+    memory.get()
+    for i in (0, 15, 29):
+        store.get_messages(KEY)[i].blocks[0].text = f"changed in place {i}"  # type: ignore[union-attr]
+        assert memory.get()[i].content == f"changed in place {i}"
+    assert dumps(memory.get()) == dumps(store.get_messages(KEY))
+
+
+@MODES
+@STORES
+@pytest.mark.spec("R1", "R51")
+def test_a_reset_memory_starts_over(
+    store_kind: str, mode: str, tmp_path: Path, conversions: list[str]
+) -> None:
+    """After ``reset`` the view holds only what is stored from then on, and
+    those messages are converted anew (even when equal to earlier ones)."""
+    history = chat(12)
+
+    async def scenario() -> None:
+        api = Api(memory_on(make_store(store_kind, tmp_path)), mode)
+        await api.put_messages(history)
+        await api.get()
+        await api.reset()
+        assert await api.get() == []
+        await api.put_messages(history[:3])
+        assert dumps(await api.get()) == dumps(history[:3])
+        assert conversions[12:] == [m.content for m in history[:3]]
+
+    asyncio.run(scenario())
+
+
+@MODES
+@STORES
+@pytest.mark.spec("R1", "R51")
+def test_a_chat_store_shared_by_two_memories_stays_correct(
+    store_kind: str, mode: str, tmp_path: Path
+) -> None:
+    """Two memories on one store and key each see what the other appended or
+    removed, exactly (and the one that edits sees its own edit)."""
+    history = chat(16)
+
+    async def scenario() -> None:
+        store = make_store(store_kind, tmp_path)
+        a, b = Api(memory_on(store), mode), Api(memory_on(store), mode)
+        await a.put_messages(history[:10])
+        assert dumps(await b.get()) == dumps(history[:10])
+        await b.put_messages(history[10:12])
+        assert dumps(await a.get()) == dumps(history[:12])
+        edited = [*history[:4], ChatMessage(role="user", content="by b"), *history[5:12]]
+        await b.set(edited)
+        assert dumps(await b.get()) == dumps(edited)
+        await a.set(edited[2:])  # the oldest two removed
+        await a.put_messages(history[12:])
+        assert dumps(await b.get()) == dumps([*edited[2:], *history[12:]])
+        assert dumps(await a.get()) == dumps([*edited[2:], *history[12:]])
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.spec("R5")
+def test_views_are_copies_and_the_newest_are_fresh_every_call() -> None:
+    """Editing a view's messages in place changes neither the store nor, for the
+    newest messages (where agents edit), the next view."""
+    store = SimpleChatStore()
+    memory = memory_on(store)
+    history = chat(FRESH_TAIL + 6)
+    memory.set(history)
+    view = memory.get()
+    assert all(v is not s for v, s in zip(view, store.get_messages(KEY), strict=True))
+    view[-2].blocks[0].text = "edited by the caller"  # type: ignore[union-attr]
+    assert dumps(memory.get_all()) == dumps(history)
+    again = memory.get()
+    assert dumps(again) == dumps(history)
+    assert all(a is not b for a, b in zip(again[-FRESH_TAIL:], view[-FRESH_TAIL:], strict=True))
+    for m in view:
+        m.blocks[0].text = "edited by the caller"  # type: ignore[union-attr]
+    assert dumps(memory.get_all()) == dumps(history)
+
+
+@pytest.mark.anyio
+@pytest.mark.spec("R1", "R5")
+async def test_agent_state_formatted_into_the_last_message_never_reaches_later_views() -> None:
+    """``FunctionAgent`` formats its state into the last message of the view in
+    place; the next run's request carries that message as it is stored."""
+    store = SimpleChatStore()
+    memory = memory_on(store)
+    memory.set(chat(FRESH_TAIL * 2))
+    llm = ScriptedLLM(["first answer", "second answer"])
+    agent = ArsFunctionAgent(llm=llm, tools=[], initial_state={"n": 1})
+    await agent.run("first question", memory=memory)
+    await agent.run("second question", memory=memory)
+    stored = store.get_messages(KEY)
+    assert [m.content for m in stored[-4:]] == [
+        "first question",
+        "first answer",
+        "second question",
+        "second answer",
+    ]
+    first, second = llm.requests
+    assert "first question" in (first.messages[-1].content or "")
+    assert "'n': 1" in (first.messages[-1].content or "")  # the agent's state was formatted in
+    assert dumps(second.messages[:-1]) == dumps(stored[:-2])
+
+
+@MODES
+@pytest.mark.spec("R1")
+def test_a_database_store_reads_only_the_new_rows(
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On ``SQLAlchemyChatStore`` a call after an append reads the last known row,
+    the new ones and two check rows, not the whole chat; a change before the end
+    is seen at a check row and the chat is read whole again."""
+    store = make_store("sqlalchemy", tmp_path)
+    rows: list[int] = []
+    real = SQLAlchemyChatStore.get_messages
+
+    async def counting(self: Any, key: str, *args: Any, **kwargs: Any) -> list[ChatMessage]:
+        got = await real(self, key, *args, **kwargs)
+        if key == KEY:
+            rows.append(len(got))
+        return got
+
+    monkeypatch.setattr(SQLAlchemyChatStore, "get_messages", counting)
+    history = chat(50)
+
+    async def scenario() -> None:
+        api = Api(memory_on(store), mode)
+        await api.put_messages(history[:48])
+        await api.get()
+        rows.clear()
+        await api.put_messages(history[48:])
+        assert dumps(await api.get()) == dumps(history)
+        assert sum(rows) == 1 + 2 + 2  # the last known row and the two new, two check rows
+        rows.clear()
+        changed = [*history[:25], ChatMessage(role="user", content="changed"), *history[26:]]
+        await store.set_messages(KEY, changed)  # behind the memory's back
+        assert dumps(await api.get()) == dumps(changed)
+
+    if mode == "async":
+        asyncio.run(scenario())
+    else:
+        # the sync API runs the store on its own loop: prepare it through the memory too
+        memory = memory_on(store)
+        memory.put_messages(history[:48])
+        memory.get()
+        rows.clear()
+        memory.put_messages(history[48:])
+        assert dumps(memory.get()) == dumps(history)
+        assert sum(rows) == 1 + 2 + 2
+        changed = [*history[:25], ChatMessage(role="user", content="changed"), *history[26:]]
+        memory.set(changed)
+        assert dumps(memory.get()) == dumps(changed)
