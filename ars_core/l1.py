@@ -25,7 +25,7 @@ write failed, so a failed write never loses text from the view.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import cast
 
 import attrs
@@ -130,21 +130,52 @@ def offload_body(
     return f"{header}\nPreview:\n{preview}" if preview else header
 
 
+def _longest(n: int, size: Callable[[int], int], room: int) -> int:
+    """The largest ``m`` in ``[0, n]`` with ``size(m) <= room``, to within
+    :data:`FIT_SLACK` of ``n`` (``size`` grows with ``m``, about linearly). Each
+    guess is where the boundary should be by proportion (the characters per
+    token across the range), set just past it from the side last moved so the
+    range closes from both ends; every third guess halves the range, so a fit
+    takes a few counts, not one per halving. ``size(0)`` must fit."""
+    lo, c_lo = 0, size(0)
+    hi, c_hi = n, size(n)
+    if c_hi <= room:
+        return n
+    slack, step, fitted = max(8, int(n * FIT_SLACK)), 0, True
+    while hi - lo > slack:
+        per_token = (hi - lo) / max(1, c_hi - c_lo)
+        if step % 3 == 2:
+            mid = (lo + hi) // 2
+        elif fitted:  # from below: just past where the room runs out
+            mid = lo + int((room - c_lo) * per_token) + slack // 2
+        else:  # from above: just short of it
+            mid = hi - int((c_hi - room) * per_token) - slack // 2
+        mid = min(max(mid, lo + 1), hi - 1)
+        c = size(mid)
+        fitted = c <= room
+        if fitted:
+            lo, c_lo = mid, c
+        else:
+            hi, c_hi = mid, c
+        step += 1
+    return lo
+
+
+#: how much shorter than the longest possible a fitted preview may be (a share of
+#: the text searched): a few tokens, for a handful of counts instead of a dozen
+FIT_SLACK = 1 / 256
+
+
 def fit_preview(
     estimator: Estimator, text: str, budget: int, frame: str, *, overhead: int = MESSAGE_OVERHEAD
 ) -> str:
-    """The longest head of ``text`` such that ``frame + head`` (+ ``overhead``) fits ``budget``."""
+    """A head of ``text`` as long as fits (within :data:`FIT_SLACK`) such that
+    ``frame + head`` (+ ``overhead``) fits ``budget``."""
     room = budget - overhead
     if estimator.count_text(frame) >= room:
         return ""
-    lo, hi = 0, min(len(text), room * 8)
-    while lo < hi:  # largest prefix length that fits
-        mid = (lo + hi + 1) // 2
-        if estimator.count_text(frame + text[:mid]) <= room:
-            lo = mid
-        else:
-            hi = mid - 1
-    return text[:lo]
+    window = min(len(text), room * 8)
+    return text[: _longest(window, lambda m: estimator.count_text(frame + text[:m]), room)]
 
 
 def fit_head_and_tail(
@@ -165,13 +196,9 @@ def fit_head_and_tail(
         gap = f"\n[... {len(text) - n} characters not shown ...]\n"
         return text[:head] + gap + (text[-tail:] if tail else "")
 
-    lo, hi = 0, len(head_only)
-    while lo < hi:  # the most characters whose head-and-tail preview fits
-        mid = (lo + hi + 1) // 2
-        if estimator.count_text(frame + preview(mid)) <= room:
-            lo = mid
-        else:
-            hi = mid - 1
+    if estimator.count_text(frame + preview(0)) > room:
+        return head_only
+    lo = _longest(len(head_only), lambda m: estimator.count_text(frame + preview(m)), room)
     # when the gap line would eat most of a small budget, the head alone says more
     return preview(lo) if lo * 2 >= len(head_only) else head_only
 
