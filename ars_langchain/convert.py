@@ -149,16 +149,22 @@ def _content_from_core(content: str | tuple[ContentPart, ...]) -> str | list[Any
 def _role(message: BaseMessage) -> str:
     if isinstance(message, ChatMessage):
         return _CORE_ROLE.get(message.role, "user")
-    kind = (
-        message.type.removesuffix("MessageChunk").lower()
-        if message.type.endswith("MessageChunk")
-        else message.type
-    )
-    return _CORE_ROLE.get(kind, "user")
+    kind = message.type
+    role = _ROLE_OF_TYPE.get(kind)
+    if role is None:
+        base = kind.removesuffix("MessageChunk").lower() if kind.endswith("MessageChunk") else kind
+        role = _ROLE_OF_TYPE[kind] = _CORE_ROLE.get(base, "user")
+    return role
 
 
-def _lc_tool_calls(message: BaseMessage) -> list[dict[str, Any]]:
-    calls = getattr(message, "tool_calls", None)
+#: the core role of each LangChain message type seen (``"AIMessageChunk"`` -> ``"assistant"``)
+_ROLE_OF_TYPE: dict[str, str] = {}
+
+
+def _lc_tool_calls(message: BaseMessage, names: frozenset[str]) -> list[dict[str, Any]]:
+    """The message's tool calls (``names``: its class's fields; a class without the
+    field is not asked, which would cost pydantic an AttributeError)."""
+    calls = message.tool_calls if "tool_calls" in names else None  # type: ignore[attr-defined]
     return list(calls) if calls else []
 
 
@@ -221,16 +227,22 @@ def to_core(message: BaseMessage) -> Message:
     they are LangChain's standard ones (the archive then holds each argument once).
     """
     role = _role(message)
+    cls = type(message)
+    names = _field_names(cls)
     extra = _LcFields()
     if _CLASS_OF_TYPE.get(message.type) is not _CLASS_OF_ROLE.get(role):
         extra["type"] = message.type
-    for field, default in _lc_fields(type(message)):
+    for field, default in _lc_fields(cls):
         value = getattr(message, field)
-        if field == "response_metadata" and isinstance(value, Mapping) and MARKERS_KEY in value:
+        if (
+            field == "response_metadata"
+            and isinstance(value, dict | Mapping)
+            and MARKERS_KEY in value
+        ):
             value = {k: v for k, v in value.items() if k != MARKERS_KEY}
         if (value or field == "role") and (default is _NO_DEFAULT or value != default):
             extra[field] = value
-    calls = _lc_tool_calls(message)
+    calls = _lc_tool_calls(message, names)
     core_calls = tuple(
         ToolCall(id=c.get("id") or "", name=c["name"], args=c.get("args") or {}) for c in calls
     )
@@ -239,10 +251,12 @@ def to_core(message: BaseMessage) -> Message:
     elif calls:
         extra["tool_calls"] = calls  # the originals, to give back unchanged when L1 left them alone
     markers = message.response_metadata.get(MARKERS_KEY) if message.response_metadata else None
-    metadata: dict[str, Any] = dict(markers) if isinstance(markers, Mapping) else {}
+    metadata: dict[str, Any] = (
+        dict(markers) if markers is not None and isinstance(markers, dict | Mapping) else {}
+    )
     if extra or core_calls:
         metadata[LC_KEY] = extra
-    tool_call_id = getattr(message, "tool_call_id", None)
+    tool_call_id = message.tool_call_id if "tool_call_id" in names else None  # type: ignore[attr-defined]
     name = message.name
     if isinstance(message, FunctionMessage):  # legacy function results answer by name
         tool_call_id = tool_call_id or name
