@@ -89,8 +89,8 @@ __all__ = ["CallOutcome", "FlowSettings", "StateUpdate", "can_compact", "flow"]
 log = logging.getLogger("ars")
 
 Flow = Generator[Effect, Any, "CallOutcome"]
-#: task statements whose token counts are kept (the last few threads' tasks)
-_TASK_COUNTS = 32
+#: user requests whose token counts are kept (the last few threads' tasks)
+_TASK_COUNTS = 512
 #: an archive path of the length the engine writes: sizes the summary message's frame
 _SAMPLE_PATH = f"{HISTORY_DIR}/history-{0:06d}-{0:06d}-{0:016x}.jsonl"
 
@@ -465,16 +465,20 @@ def _nines(n: int) -> int:
 
 
 def _task_tokens(estimator: Estimator, task: Sequence[str]) -> int:
-    """The tokens of the task statement (its texts one per paragraph), counted once per
-    estimator and task: the task is the same round after round, and can be long."""
-    text = "\n\n".join(task)
+    """The tokens of the task statement (its texts one per paragraph): each request
+    is counted once per estimator (the task is the same round after round, can be
+    long, and a new request adds only its own count); the sum of the parts bounds
+    the count of the whole from above."""
+    if not task:
+        return 0
     if not isinstance(estimator, Hashable):  # cannot be a cache key
-        return estimator.count_text(text)
-    return _counted_task(estimator, text)
+        return estimator.count_text("\n\n".join(task))
+    parts = sum(_counted_text(estimator, text) for text in task)
+    return parts + _counted_text(estimator, "\n\n") * (len(task) - 1)
 
 
 @functools.lru_cache(maxsize=_TASK_COUNTS)
-def _counted_task(estimator: Hashable, text: str) -> int:
+def _counted_text(estimator: Hashable, text: str) -> int:
     return cast(Estimator, estimator).count_text(text)
 
 
