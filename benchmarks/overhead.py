@@ -96,12 +96,13 @@ class LangChainPeerBase(Policy):
         from langchain.agents.middleware.types import ModelRequest
 
         messages = self.history[:n]
+        agent_state: Any = state if state is not None else {"messages": messages}
         return ModelRequest(
             model=self.model,
             messages=messages,
             system_message=self.system,
             tools=[],
-            state=state if state is not None else {"messages": messages},
+            state=agent_state,
         )
 
 
