@@ -11,6 +11,12 @@
   cannot serve two event loops.
 
 Messages of every status are read: ARS never archives or deletes rows.
+
+Reading again what was read before costs what is new: an in-memory store is
+read without copying its messages, a ``SQLAlchemyChatStore`` by row id (only
+the rows added since the last read, after one aggregate over the row ids that
+shows whether any known row was removed or replaced), and any other database
+store through its public ``get_messages`` with a few check rows.
 """
 
 from __future__ import annotations
@@ -20,9 +26,12 @@ import threading
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
+import attrs
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.storage.chat_store import BaseChatStore
 from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore
+from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
+from sqlalchemy import case, func, select
 
 from .convert import same_message
 
@@ -52,6 +61,73 @@ class _LoopThread:
         return asyncio.run_coroutine_threadsafe(coro, self._start()).result()
 
 
+def _message(data: Any) -> ChatMessage:
+    """A stored row's message."""
+    return ChatMessage.model_validate(data)
+
+
+@attrs.define
+class _Rows:
+    """The rows of one key a read returned, in the store's order (timestamp, id)."""
+
+    count: int
+    id_sum: int
+    max_id: int  # the highest row id
+    max_id_ts: int  # that row's timestamp
+    last_ts: int  # the timestamp of the last row
+
+
+class _RowReader:
+    """Reads a ``SQLAlchemyChatStore`` by row id (its table: ``id``, ``key``,
+    ``timestamp``, ``data``; what ``get_messages`` orders by and returns).
+
+    The store's API changes rows only by adding (new, higher ids), deleting and
+    replacing them all (``set_messages``: new ids), so the known rows are
+    unchanged when the rows of the key up to the highest known id have the
+    same count and id sum, and that row still has its timestamp (SQLite may
+    give a deleted highest id to the next row; its timestamp is new)."""
+
+    def __init__(self, store: SQLAlchemyChatStore) -> None:
+        self.store = store
+        self.rows: dict[str, _Rows] = {}
+
+    async def read(self, key: str, known: Sequence[ChatMessage]) -> list[ChatMessage]:
+        factory, table = await self.store._initialize()
+        c = table.c
+        info = self.rows.get(key)
+        async with factory() as session:
+            if known and info is not None and info.count == len(known):
+                check = select(
+                    func.count(c.id),
+                    func.sum(c.id),
+                    func.max(case((c.id == info.max_id, c.timestamp))),
+                ).where(c.key == key, c.id <= info.max_id)
+                count, id_sum, ts = (await session.execute(check)).one()
+                if (count, int(id_sum or 0), ts) == (info.count, info.id_sum, info.max_id_ts):
+                    query = select(c.id, c.timestamp, c.data).where(
+                        c.key == key, c.id > info.max_id
+                    )
+                    new = (await session.execute(query.order_by(c.timestamp, c.id))).fetchall()
+                    if not new or new[0].timestamp >= info.last_ts:  # after the known rows
+                        self._remember(key, new, info)
+                        return [*known, *(_message(r.data) for r in new)]
+            query = select(c.id, c.timestamp, c.data).where(c.key == key)
+            rows = (await session.execute(query.order_by(c.timestamp, c.id))).fetchall()
+        self._remember(key, rows, None)
+        return [_message(r.data) for r in rows]
+
+    def _remember(self, key: str, rows: Sequence[Any], before: _Rows | None) -> None:
+        info = before or _Rows(count=0, id_sum=0, max_id=-1, max_id_ts=0, last_ts=0)
+        for r in rows:
+            info.count += 1
+            info.id_sum += r.id
+            if r.id > info.max_id:
+                info.max_id, info.max_id_ts = r.id, r.timestamp
+        if rows:
+            info.last_ts = rows[-1].timestamp
+        self.rows[key] = info
+
+
 class ChatStoreAdapter:
     """get / add / set / delete messages under a key, sync and async."""
 
@@ -64,6 +140,7 @@ class ChatStoreAdapter:
         self.store = store
         self.is_async = isinstance(store, AsyncDBChatStore)
         self._loop = _LoopThread()
+        self._rows = _RowReader(store) if isinstance(store, SQLAlchemyChatStore) else None
 
     # ------------------------------------------------------------ async
 
@@ -77,13 +154,17 @@ class ChatStoreAdapter:
         objects (its own list), which the caller must not mutate (:meth:`aget`
         copies them).
 
-        ``known`` is what an earlier read returned. A database store then reads
-        only the rows after those messages, when the rows at the first, the
-        middle and the last known positions still hold them (a row removed,
-        inserted or changed before the end shows there), and the known objects
-        stand for them; otherwise it reads every row."""
+        ``known`` is what the last read of ``key`` returned. A database store
+        then reads only the rows after those messages, and the known objects
+        stand for them, when they are unchanged: a ``SQLAlchemyChatStore`` tells
+        by row id (see :class:`_RowReader`); another database store when its
+        rows at the first, the middle and the last known positions still hold
+        them (a row removed or inserted before the end shifts them). Otherwise
+        it reads every row."""
         if not isinstance(self.store, AsyncDBChatStore):
             return await self.store.aget_messages(key)
+        if self._rows is not None:
+            return await self._rows.read(key, known)
         n = len(known)
         if n:
             get = self.store.get_messages

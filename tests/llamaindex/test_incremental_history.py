@@ -5,7 +5,8 @@ followed; views never expose the stored objects."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,10 @@ import pytest
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.storage.chat_store import SimpleChatStore
 from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
+from sqlalchemy import select
 
 import ars_llamaindex.history as history_module
+import ars_llamaindex.store as store_module
 from ars_core import Message
 from ars_llamaindex import ArsFunctionAgent, ArsMemory
 from ars_llamaindex.history import FRESH_TAIL
@@ -256,51 +259,108 @@ async def test_agent_state_formatted_into_the_last_message_never_reaches_later_v
     assert dumps(second.messages[:-1]) == dumps(stored[:-2])
 
 
+@pytest.fixture
+def rows_read(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The text of every database row the memory's store adapter deserializes."""
+    seen: list[str] = []
+    real = store_module._message
+
+    def spy(data: Any) -> ChatMessage:
+        message = real(data)
+        seen.append(message.content or "")
+        return message
+
+    monkeypatch.setattr(store_module, "_message", spy)
+    return seen
+
+
 @MODES
-@pytest.mark.spec("R1")
+@pytest.mark.parametrize("database", ["sqlite", "postgres"])
+@pytest.mark.spec("R1", "R51")
 def test_a_database_store_reads_only_the_new_rows(
-    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    database: str, mode: str, tmp_path: Path, rows_read: list[str], request: pytest.FixtureRequest
 ) -> None:
-    """On ``SQLAlchemyChatStore`` a call after an append reads the last known row,
-    the new ones and two check rows, not the whole chat; a change before the end
-    is seen at a check row and the chat is read whole again."""
-    store = make_store("sqlalchemy", tmp_path)
-    rows: list[int] = []
-    real = SQLAlchemyChatStore.get_messages
-
-    async def counting(self: Any, key: str, *args: Any, **kwargs: Any) -> list[ChatMessage]:
-        got = await real(self, key, *args, **kwargs)
-        if key == KEY:
-            rows.append(len(got))
-        return got
-
-    monkeypatch.setattr(SQLAlchemyChatStore, "get_messages", counting)
+    """On ``SQLAlchemyChatStore`` a call reads only the rows added since the last
+    one (none when nothing was added); rows replaced, removed or added before the
+    end behind the memory's back, anywhere, are seen and the view is exact."""
     history = chat(50)
+    changed = [*history[:17], ChatMessage(role="user", content="changed"), *history[18:]]
 
-    async def scenario() -> None:
-        api = Api(memory_on(store), mode)
+    async def scenario(store: Any, api: Api, direct: Callable[..., Awaitable[Any]]) -> None:
         await api.put_messages(history[:48])
-        await api.get()
-        rows.clear()
+        assert dumps(await api.get()) == dumps(history[:48])
+        assert len(rows_read) == 48
         await api.put_messages(history[48:])
         assert dumps(await api.get()) == dumps(history)
-        assert sum(rows) == 1 + 2 + 2  # the last known row and the two new, two check rows
-        rows.clear()
-        changed = [*history[:25], ChatMessage(role="user", content="changed"), *history[26:]]
-        await store.set_messages(KEY, changed)  # behind the memory's back
+        assert dumps(await api.get()) == dumps(history)
+        assert rows_read[48:] == [m.content for m in history[48:]]
+        await direct(store.set_messages(KEY, changed))  # not through the memory
         assert dumps(await api.get()) == dumps(changed)
+        await direct(store.delete_message(KEY, await _row_id(store, direct, 30)))
+        assert dumps(await api.get()) == dumps([*changed[:30], *changed[31:]])
 
-    if mode == "async":
-        asyncio.run(scenario())
+    if database == "sqlite":
+        store = make_store("sqlalchemy", tmp_path)
     else:
-        # the sync API runs the store on its own loop: prepare it through the memory too
-        memory = memory_on(store)
-        memory.put_messages(history[:48])
-        memory.get()
-        rows.clear()
-        memory.put_messages(history[48:])
-        assert dumps(memory.get()) == dumps(history)
-        assert sum(rows) == 1 + 2 + 2
-        changed = [*history[:25], ChatMessage(role="user", content="changed"), *history[26:]]
-        memory.set(changed)
-        assert dumps(memory.get()) == dumps(changed)
+        url = request.getfixturevalue("postgres_url")
+        table = f"ars_inc_{mode}_{uuid.uuid4().hex[:8]}"
+        uri = url.replace("postgresql://", "postgresql+asyncpg://", 1)
+        store = SQLAlchemyChatStore(table_name=table, async_database_uri=uri)
+    memory = memory_on(store)
+    asyncio.run(scenario(store, Api(memory, mode), around(memory, mode)))
+
+
+def around(memory: ArsMemory, mode: str) -> Callable[[Coroutine[Any, Any, Any]], Awaitable[Any]]:
+    """Runs a store coroutine behind the memory's back, on the loop the memory's
+    store uses (the sync API runs the store on the memory's own loop)."""
+
+    async def awaited(coro: Coroutine[Any, Any, Any]) -> Any:
+        return await coro
+
+    async def on_its_loop(coro: Coroutine[Any, Any, Any]) -> Any:
+        return memory._store._loop.run(coro)
+
+    return awaited if mode == "async" else on_its_loop
+
+
+async def _row_id(store: Any, direct: Callable[..., Awaitable[Any]], index: int) -> int:
+    """The id of the row at ``index`` in the store's order."""
+
+    async def ids() -> list[int]:
+        factory, table = await store._initialize()
+        async with factory() as session:
+            query = select(table.c.id).where(table.c.key == KEY)
+            rows = await session.execute(query.order_by(table.c.timestamp, table.c.id))
+            return [r.id for r in rows.fetchall()]
+
+    return int((await direct(ids()))[index])
+
+
+@MODES
+@pytest.mark.spec("R1", "R51")
+def test_another_database_store_is_read_after_the_known_rows_with_check_rows(
+    mode: str, tmp_path: Path
+) -> None:
+    """A database store read only through the public ``get_messages`` (not a
+    ``SQLAlchemyChatStore`` row by row): after an append, the view is exact; a
+    change that moves a check row (the first, middle or last known) is seen."""
+    history = chat(50)
+    changed = [*history[:25], ChatMessage(role="user", content="changed"), *history[26:]]
+
+    store = make_store("sqlalchemy", tmp_path)
+    memory = memory_on(store)
+    memory._store._rows = None  # read as any other AsyncDBChatStore is
+    direct = around(memory, mode)
+
+    async def scenario() -> None:
+        api = Api(memory, mode)
+        await api.put_messages(history[:48])
+        await api.get()
+        await api.put_messages(history[48:])
+        assert dumps(await api.get()) == dumps(history)
+        await direct(store.set_messages(KEY, changed))  # the middle row changed
+        assert dumps(await api.get()) == dumps(changed)
+        await direct(store.set_messages(KEY, changed[3:]))  # the oldest three removed
+        assert dumps(await api.get()) == dumps(changed[3:])
+
+    asyncio.run(scenario())
