@@ -140,7 +140,10 @@ class ChatStoreAdapter:
         self.store = store
         self.is_async = isinstance(store, AsyncDBChatStore)
         self._loop = _LoopThread()
-        self._rows = _RowReader(store) if isinstance(store, SQLAlchemyChatStore) else None
+        self._rows: _RowReader | None = None
+        # by row id through the store's own table (its ``_initialize``), when it has one
+        if isinstance(store, SQLAlchemyChatStore) and callable(getattr(store, "_initialize", None)):
+            self._rows = _RowReader(store)
 
     # ------------------------------------------------------------ async
 
