@@ -22,12 +22,13 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from .messages import MARK_SUMMARY, Message, ToolCall
+from .prefix import SparseIndex
 
 __all__ = [
     "MARK_NOTE",
@@ -170,14 +171,17 @@ def _harness_inserted(meta: Mapping[str, Any]) -> bool:
 
 def task_statement(messages: Iterable[Message]) -> list[str]:
     """The task: the text of every user request, in order, each distinct text once."""
-    seen: dict[str, None] = {}
-    for m in messages:
-        text = m._cache.get(_REQUEST_KEY)
-        if text is None:
-            text = m._cache[_REQUEST_KEY] = m.text.strip() if is_user_request(m) else ""
-        if text:
-            seen.setdefault(text, None)
-    return list(seen)
+    if isinstance(messages, Sequence):  # a history: only its requests are looked at
+        return list(dict.fromkeys(_REQUESTS(messages)[1]))
+    return list(dict.fromkeys(text for text in map(_request_text, messages) if text))
+
+
+def _request_text(m: Message) -> str:
+    """``m``'s text as a user request, "" when it is none (kept on the message)."""
+    text: str | None = m._cache.get(_REQUEST_KEY)
+    if text is None:
+        text = m._cache[_REQUEST_KEY] = m.text.strip() if is_user_request(m) else ""
+    return text
 
 
 #: ``Message._cache`` key of a message's text as a user request ("" when it is none)
@@ -207,19 +211,14 @@ def _ordered_by_last(items: Iterable[str]) -> list[str]:
     return list(found)
 
 
-def _latest(
-    messages: Sequence[Message], items_of: Callable[[Message], Sequence[str]], k: int
-) -> list[str]:
-    """``_ordered_by_last`` of every message's items, last ``k`` only: read from the
-    newest message back, stopping once ``k`` distinct items are found."""
+def _latest(messages: Sequence[Message], reader: str, k: int) -> list[str]:
+    """``_ordered_by_last`` of what ``reader`` (``"edited"``, ``"errors"`` or
+    ``"commands"``) finds in every message, last ``k`` only: read from the newest
+    message back, stopping once ``k`` distinct items are found. Only the messages
+    that hold something are looked at (known from the rounds before, for a history
+    that grew)."""
     found: dict[str, None] = {}
-    key = _ITEM_KEYS.get(items_of)
-    # what each message holds, read from its cache in one pass (computed when missing)
-    cached = [m._cache.get(key) for m in messages] if key is not None else [None] * len(messages)
-    for i in range(len(messages) - 1, -1, -1):
-        items = cached[i]
-        if items is None:
-            items = items_of(messages[i])
+    for items in reversed(_INDEXES[reader](messages)[1]):
         for item in reversed(items):
             if item not in found:
                 found[item] = None
@@ -265,7 +264,7 @@ def edited_files(messages: Iterable[Message], *, last: int | None = None) -> lis
     redirections, ``tee``, ``touch`` and ``sed -i``.
     """
     if last is not None:
-        return _latest(_sequence(messages), _edited_in, last)
+        return _latest(_sequence(messages), "edited", last)
     return _ordered_by_last(path for m in messages for path in _edited_in(m))
 
 
@@ -292,7 +291,7 @@ def error_lines(messages: Iterable[Message], *, last: int | None = None) -> list
     """Lines of tool results that report an error, oldest first, each distinct line once
     (whitespace collapsed; with ``last``, only the latest ``last`` of them)."""
     if last is not None:
-        return _latest(_sequence(messages), _errors_in, last)
+        return _latest(_sequence(messages), "errors", last)
     return _ordered_by_last(line for m in messages for line in _errors_in(m))
 
 
@@ -309,12 +308,14 @@ def _commands_in(m: Message) -> tuple[str, ...]:
     return cached
 
 
-#: the ``Message._cache`` key each per-message reader keeps its result under
-_ITEM_KEYS: dict[Callable[[Message], Sequence[str]], str] = {
-    _edited_in: _EDITED_KEY,
-    _errors_in: _ERRORS_KEY,
-    _commands_in: _COMMANDS_KEY,
+#: where in a history the messages with edited files, error lines, commands and
+#: user requests are (kept as the history grows)
+_INDEXES: dict[str, SparseIndex[tuple[str, ...]]] = {
+    "edited": SparseIndex(lambda m: _edited_in(m), slots=16),
+    "errors": SparseIndex(lambda m: _errors_in(m), slots=16),
+    "commands": SparseIndex(lambda m: _commands_in(m), slots=16),
 }
+_REQUESTS = SparseIndex(_request_text, slots=16)
 
 
 def _find_commands(m: Message) -> list[str]:
@@ -457,11 +458,11 @@ def audit_retention(
     task_fraction = task_retention(task, text)
     if task:
         check("task", task_fraction >= TASK_KEPT)
-    for path in _latest(summarized, _edited_in, LATEST_FILES):
+    for path in _latest(summarized, "edited", LATEST_FILES):
         check(f"file:{path}", path in text)
-    for command in _latest(summarized, _commands_in, LATEST):
+    for command in _latest(summarized, "commands", LATEST):
         check(f"command:{command}", command in text)
-    for line in _latest(summarized, _errors_in, LATEST):
+    for line in _latest(summarized, "errors", LATEST):
         clipped = line[:ERROR_CHARS].strip()
         check(f"error:{clipped}", clipped in text)
     calls = {c.id for m in view for c in m.tool_calls}

@@ -32,6 +32,7 @@ import attrs
 from .config import SUMMARY_TOKENS_FLOOR
 from .estimate import ApproxEstimator, Estimator, message_sizes, message_tokens
 from .messages import Message
+from .prefix import SparseIndex
 from .prompt import media_reference, render_history, render_prompt
 from .retention import (
     MARK_NOTE,
@@ -206,15 +207,11 @@ def _kept_whole(messages: Sequence[Message]) -> tuple[set[int], list[int]]:
     fixed: set[int] = set()
     seen: set[str] = set()
     requests: list[int] = []
-    kinds = [m._cache.get(_KIND_KEY) for m in messages]  # one pass over the cached kinds
-    for i in [i for i, kind in enumerate(kinds) if kind != _OTHER]:
-        kind = kinds[i]
-        if kind is None:
-            m = messages[i]
-            kind = m._cache[_KIND_KEY] = _kind(m)
+    positions, kinds = _KINDS(messages)  # only the messages that are not "other"
+    for i, kind in zip(positions, kinds, strict=True):
         if kind == _FIXED:
             fixed.add(i)
-        elif kind == _REQUEST and messages[i].text not in seen:
+        elif messages[i].text not in seen:
             seen.add(messages[i].text)
             requests.append(i)
     fixed.update(requests)
@@ -234,6 +231,18 @@ def _kind(m: Message) -> int:
     if is_earlier_summary(m) or m.role == "system":
         return _FIXED
     return _REQUEST if is_user_request(m) else _OTHER
+
+
+def _cached_kind(m: Message) -> int:
+    """:func:`_kind`, kept on the message."""
+    kind: int | None = m._cache.get(_KIND_KEY)
+    if kind is None:
+        kind = m._cache[_KIND_KEY] = _kind(m)
+    return kind
+
+
+#: where in a history the messages kept whole are (kept as the history grows)
+_KINDS = SparseIndex(_cached_kind, slots=16)
 
 
 def _fit_requests(
@@ -256,22 +265,25 @@ def _noting_omissions(out: list[Message | None], messages: Sequence[Message]) ->
     """The kept messages, with one note where the omitted ones (``None``) were; the
     note names the files the omitted messages created or edited, their latest
     commands and errors (in its text and its metadata)."""
-    gone = [m for m, kept in zip(messages, out, strict=True) if kept is None]
-    result: list[Message] = []
-    noted = False
-    for kept in out:
-        if kept is not None:
-            result.append(kept)
-        elif not noted:
-            noted = True
-            result.append(_anchored_note(gone))
-    return result
+    kept = [m for m in out if m is not None]
+    omitted = len(out) - len(kept)
+    if not omitted:
+        return kept
+    first = out.index(None)
+    last = len(out) - 1 - out[::-1].index(None)
+    # the omitted messages are every message up to the last of them but the ones kept
+    # whole (summary, system, requests), which create no files and report no errors
+    note = _anchored_note(messages[: last + 1], omitted)
+    at = first - out[:first].count(None)
+    return [*kept[:at], note, *kept[at:]]
 
 
-def _anchored_note(gone: Sequence[Message]) -> Message:
-    note = _omitted_note(len(gone))
-    files = edited_files(gone, last=OMITTED_ITEMS)
-    errors = [_clip(line, 120) for line in error_lines(gone, last=3)]
+def _anchored_note(before: Sequence[Message], omitted: int) -> Message:
+    """The note for ``omitted`` messages, all of them in ``before``, with the files and
+    errors of ``before``."""
+    note = _omitted_note(omitted)
+    files = edited_files(before, last=OMITTED_ITEMS)
+    errors = [_clip(line, 120) for line in error_lines(before, last=3)]
     if not (files or errors):
         return note
     lines = [note.text[:-1] + "; what they did:"]

@@ -173,12 +173,13 @@ class TestEveryL2Round:
 
 
 @pytest.mark.spec("R58")
-def test_the_audit_reads_back_only_as_far_as_its_newest_anchors(
+def test_the_audit_reads_each_message_once_as_the_history_grows(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The audit checks the newest edited files, commands and errors: it reads the
-    summarized messages from the newest back and stops once it has them, so a long
-    history costs what its end holds. The anchors are those a full reading finds."""
+    """The audit checks the newest edited files, commands and errors. It reads each
+    summarized message once: the audit of a later round, over the same history plus
+    new messages, reads only the new ones (an edited history is read again). The
+    anchors are those a full reading finds."""
     from ars_core import retention
 
     history: list[Message] = [user(TASK)]
@@ -191,12 +192,10 @@ def test_the_audit_reads_back_only_as_far_as_its_newest_anchors(
     view = [Message(role="user", content="summary"), *history[-4:]]
     files = edited_files(history[:-4])[-20:]  # what a full reading finds
     errors = error_lines(history[:-4])[-3:]
-    read: list[str] = []
+    read: list[Message] = []
     for name in ("_edited_in", "_commands_in", "_errors_in"):
         real = getattr(retention, name)
-        monkeypatch.setattr(
-            retention, name, lambda m, real=real, name=name: read.append(name) or real(m)
-        )
+        monkeypatch.setattr(retention, name, lambda m, real=real: read.append(m) or real(m))
     result = audit_retention(history[:-4], view, task=[TASK])
     assert files == [f"src/mod{i}.py" for i in range(3, 23)]
     assert errors == ["ValueError: bad value 21", "Traceback", "ValueError: bad value 22"]
@@ -206,9 +205,18 @@ def test_the_audit_reads_back_only_as_far_as_its_newest_anchors(
         f"error:{e}" for e in errors
     )
     assert "error:Traceback" in result.found  # the kept tail shows one
-    assert len(read) < 3 * 60  # the 400 listing messages at the start were never read
-    # what a message's tool calls write and run is read once: a later round's audit over
-    # the same messages finds the same anchors without parsing any call again
+    # the next round summarizes two more messages: only they are read (by each reader)
+    read.clear()
+    grown = audit_retention(history[:-2], [view[0], *history[-2:]], task=[TASK])
+    assert sorted(map(id, read)) == sorted(map(id, history[-4:-2] * 3))
+    assert "file:src/mod23.py" in [*grown.found, *grown.missing]
+    # an edited history (a message replaced in the middle) is read whole again
+    read.clear()
+    edited = [*history[:100], user("an edited message"), *history[101:-4]]
+    assert audit_retention(edited, view, task=[TASK]) == result
+    assert len(read) == 3 * len(edited)
+    # what a message's tool calls write and run is parsed once: a later audit over the
+    # same messages finds the same anchors without parsing any call again
     parsed: list[Message] = []
     for name in ("_find_edited", "_find_commands"):
         real = getattr(retention, name)
