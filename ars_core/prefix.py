@@ -46,7 +46,7 @@ class SparseIndex(Generic[T]):
     def __init__(self, value_of: Callable[[Message], T], *, slots: int = 8) -> None:
         self._value_of = value_of
         self._slots = slots
-        self._seen: OrderedDict[int, _Seen[T]] = OrderedDict()
+        self._seen: OrderedDict[int, list[_Seen[T]]] = OrderedDict()
         self._lock = threading.Lock()
 
     def __call__(self, messages: Sequence[Message]) -> tuple[list[int], list[T]]:
@@ -70,17 +70,26 @@ class SparseIndex(Generic[T]):
 
     def _slot(self, messages: Sequence[Message]) -> _Seen[T]:
         """The remembered history ``messages`` extends or is a prefix of (a fresh one
-        when there is none)."""
+        when there is none). Histories are found by their first message; several may
+        share it (a history and its L1 view)."""
         key = id(messages[0])
-        seen = self._seen.get(key)
-        if seen is not None and _same_start(seen.messages, messages):
-            self._seen.move_to_end(key)
-            return seen
-        seen = self._seen[key] = _Seen()
+        candidates = self._seen.get(key)
+        if candidates is None:
+            candidates = self._seen[key] = []
         self._seen.move_to_end(key)
+        for seen in candidates:
+            if _same_start(seen.messages, messages):
+                return seen
+        seen = _Seen()
+        candidates.insert(0, seen)
+        del candidates[_SAME_FIRST:]
         while len(self._seen) > self._slots:
             self._seen.popitem(last=False)
         return seen
+
+
+#: histories remembered per first message
+_SAME_FIRST = 4
 
 
 def _same_start(known: list[Message], messages: Sequence[Message]) -> bool:
