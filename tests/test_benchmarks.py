@@ -301,7 +301,7 @@ def test_token_table_against_an_o200k_recount(smoke: tuple[str, dict[str, object
         assert num(rows[peer]["summaries"]) > 0
         assert num(rows[peer]["placeholders"]) <= num(rows[peer]["summaries"])
     assert num(rows["observation masking"]["summaries"]) == 0
-    assert "Target at T=4,096" in report
+    assert "At T=4,096: ARS sends " in report
 
     # requests above T with the default configuration: B's own numbers, with/without tiktoken
     defaults = section_tables(report, "### Requests above T with the default configuration")[0]
