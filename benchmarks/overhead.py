@@ -438,9 +438,13 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
         "deepagents: its history file; LangChain writes none). Median of "
         f"{ctx.args.l2_repeat} rounds, each on a history one message longer, state without a "
         "previous summary: what ARS keeps per message (token counts, L1 offloads, archive "
-        "lines, audit parses) is warm there, as across a live agent's rounds. The first "
-        f"round is the median of {FIRST_ROUNDS} rounds on a history no policy has seen "
-        "(every per-message cache cold, token counts included)."
+        "lines, audit parses) is warm there, as across a live agent's rounds. With no "
+        "summary kept, each round archives the same first messages again: ARS writes only "
+        "those new since its last archive, in a file naming the earlier one (a "
+        "continuation); a new large tool result is offloaded and fsynced within its round. "
+        f"The first round is the median of {FIRST_ROUNDS} rounds on a history no policy "
+        "has seen (every per-message cache cold, token counts included, the whole 2 MB "
+        "archive written and fsynced)."
     )
     lines.append("")
     first = data.get("l2_first", {})
