@@ -6,6 +6,8 @@ approximates tiktoken's ``o200k_base`` (weights in
 
 from __future__ import annotations
 
+import operator
+
 __all__ = ["APPROX_CHUNK", "APPROX_FEATURES", "approx_features"]
 
 _LETTER, _UPPER, _DIGIT, _PUNCT, _LOWER, _NEWLINE, _CJK, _OTHER = (1 << i for i in range(8))
@@ -77,38 +79,47 @@ def approx_features(text: str) -> tuple[int, ...]:
     Every integer operation is on integers the size of the text (the masks are
     wider, but ``&`` stops at the shorter operand and the one addition uses a mask
     cut to length), so a short text costs a few microseconds, not a chunk's worth."""
-    chars = words = case = digits = punct = runs = breaks = cjk = other = 0
-    size = len(text)
-    for start in range(0, size, APPROX_CHUNK):
-        chunk = text[start : start + APPROX_CHUNK] if size > APPROX_CHUNK else text
-        raw = chunk.encode("utf-8", "surrogatepass")
-        ascii_only = len(raw) == len(chunk)
-        if not ascii_only:  # one byte a character: the lead byte tells the script
-            raw = raw.translate(None, _CONTINUATION)
-        flags = raw.translate(_CLASSES)
-        n = len(flags)
-        chars += n
-        x = int.from_bytes(flags, "little")
-        prev = x << 8
-        starts = x ^ (x & prev)  # a class present here and absent just before
-        words += (starts & _M_LETTER).bit_count()
+    if len(text) <= APPROX_CHUNK:  # most texts: one chunk, its counts as they are
+        return _chunk_features(text)
+    totals = [0] * len(APPROX_FEATURES)
+    for start in range(0, len(text), APPROX_CHUNK):
+        totals = list(
+            map(operator.add, totals, _chunk_features(text[start : start + APPROX_CHUNK]))
+        )
+    return tuple(totals)
+
+
+def _chunk_features(chunk: str) -> tuple[int, ...]:
+    """:func:`approx_features` of at most :data:`APPROX_CHUNK` characters."""
+    raw = chunk.encode("utf-8", "surrogatepass")
+    ascii_only = len(raw) == len(chunk)
+    if not ascii_only:  # one byte a character: the lead byte tells the script
+        raw = raw.translate(None, _CONTINUATION)
+    flags = raw.translate(_CLASSES)
+    n = len(flags)
+    x = int.from_bytes(flags, "little")
+    starts = x ^ (x & (x << 8))  # a class present here and absent just before
+    punct = flags.count(_B_PUNCT)
+    runs = 0
+    if punct:
+        # punctuation equal to the byte before it: bit 7 of each byte of
+        # ``differs`` is set where raw ^ (raw << 8) has a non-zero byte (found
+        # without carries between bytes), then shifted onto the punctuation bit
+        r = int.from_bytes(raw, "little")
+        diff = r ^ (r << 8)
+        low7 = _M_LOW7 >> (_MASK_BITS - 8 * (n + 1))
+        differs = ((diff & low7) + low7) | diff
+        runs = punct - (x & (differs >> 4) & _M_PUNCT).bit_count()
+    return (
+        n,
+        (starts & _M_LETTER).bit_count(),
         # an upper-case letter after a lower-case one (x << 5 moves the previous
         # character's lower-case bit onto this one's upper-case bit)
-        case += (x & (x << 5) & _M_UPPER).bit_count()
-        digits += (starts & _M_DIGIT).bit_count()
-        breaks += (starts & _M_NEWLINE).bit_count()
-        n_punct = flags.count(_B_PUNCT)
-        punct += n_punct
-        if n_punct:
-            # punctuation equal to the byte before it: bit 7 of each byte of
-            # ``differs`` is set where raw ^ (raw << 8) has a non-zero byte (found
-            # without carries between bytes), then shifted onto the punctuation bit
-            r = int.from_bytes(raw, "little")
-            diff = r ^ (r << 8)
-            low7 = _M_LOW7 >> (_MASK_BITS - 8 * (n + 1))
-            differs = ((diff & low7) + low7) | diff
-            runs += n_punct - (x & (differs >> 4) & _M_PUNCT).bit_count()
-        if not ascii_only:
-            cjk += flags.count(_B_CJK)
-            other += flags.count(_B_OTHER)
-    return chars, words, case, digits, punct, runs, breaks, cjk, other
+        (x & (x << 5) & _M_UPPER).bit_count(),
+        (starts & _M_DIGIT).bit_count(),
+        punct,
+        runs,
+        (starts & _M_NEWLINE).bit_count(),
+        0 if ascii_only else flags.count(_B_CJK),
+        0 if ascii_only else flags.count(_B_OTHER),
+    )

@@ -27,6 +27,7 @@ grew costs work proportional to the new messages.
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Collection, Mapping, Sequence
@@ -416,12 +417,7 @@ class ApproxEstimator(CachingEstimator):
     def count_text(self, text: str) -> int:
         if not text:
             return 0
-        c, wd, cs, dg, p, rn, br, cj, ot = approx_features(text)
-        w = self.WEIGHTS
-        total = (
-            w[0] * c + w[1] * wd + w[2] * cs + w[3] * dg + w[4] * p
-            + w[5] * rn + w[6] * br + w[7] * cj + w[8] * ot
-        )  # fmt: skip
+        total: float = sum(map(operator.mul, self.WEIGHTS, approx_features(text)))
         return max(1, round(total))
 
 
