@@ -82,10 +82,6 @@ class ArchivedRange:
     digests: tuple[bytes, ...]
     continues: str | None = None  # the file with the first messages, when ``path`` continues it
 
-    @property
-    def end(self) -> int:
-        return self.start + len(self.digests)
-
 
 @attrs.frozen
 class ArchivePlan:
