@@ -130,14 +130,15 @@ def offload_body(
     return f"{header}\nPreview:\n{preview}" if preview else header
 
 
-def _longest(n: int, size: Callable[[int], int], room: int) -> int:
+def _longest(n: int, size: Callable[[int], int], room: int, first: int) -> int:
     """The largest ``m`` in ``[0, n]`` with ``size(m) <= room``, to within
     :data:`FIT_SLACK` of ``n`` (``size`` grows with ``m``, about linearly). Each
     guess is where the boundary should be by proportion (the characters per
     token across the range), set just past it from the side last moved so the
     range closes from both ends; every third guess halves the range, so a fit
-    takes a few counts, not one per halving. ``size(0)`` must fit."""
-    lo, c_lo = 0, size(0)
+    takes a few counts, not one per halving. ``first`` is ``size(0)``, which
+    must fit (the caller has checked it)."""
+    lo, c_lo = 0, first
     hi, c_hi = n, size(n)
     if c_hi <= room:
         return n
@@ -172,10 +173,11 @@ def fit_preview(
     """A head of ``text`` as long as fits (within :data:`FIT_SLACK`) such that
     ``frame + head`` (+ ``overhead``) fits ``budget``."""
     room = budget - overhead
-    if estimator.count_text(frame) >= room:
+    first = estimator.count_text(frame)
+    if first >= room:
         return ""
     window = min(len(text), room * 8)
-    return text[: _longest(window, lambda m: estimator.count_text(frame + text[:m]), room)]
+    return text[: _longest(window, lambda m: estimator.count_text(frame + text[:m]), room, first)]
 
 
 def fit_head_and_tail(
@@ -196,9 +198,10 @@ def fit_head_and_tail(
         gap = f"\n[... {len(text) - n} characters not shown ...]\n"
         return text[:head] + gap + (text[-tail:] if tail else "")
 
-    if estimator.count_text(frame + preview(0)) > room:
+    first = estimator.count_text(frame + preview(0))
+    if first > room:
         return head_only
-    lo = _longest(len(head_only), lambda m: estimator.count_text(frame + preview(m)), room)
+    lo = _longest(len(head_only), lambda m: estimator.count_text(frame + preview(m)), room, first)
     # when the gap line would eat most of a small budget, the head alone says more
     return preview(lo) if lo * 2 >= len(head_only) else head_only
 
