@@ -12,6 +12,7 @@ from .archive import read_archive, read_history
 from .config import DEFAULT_SUMMARY_PROMPT, SummaryConfig
 from .engine import CallOutcome, Compaction, Compressor, StateUpdate
 from .errors import (
+    ArchiveFormatError,
     ArsError,
     ConfigError,
     ContextOverflowError,
@@ -77,6 +78,7 @@ __all__ = [
     "MARK_TRUNCATED_ARGS",
     "SSE_EVENT_NAME",
     "ApproxEstimator",
+    "ArchiveFormatError",
     "ArsError",
     "AsyncSummarizer",
     "CachingEstimator",

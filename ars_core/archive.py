@@ -26,6 +26,7 @@ from typing import Any
 
 import attrs
 
+from .errors import ArchiveFormatError, MessageFormatError
 from .files import FileBackend, encode_text
 from .l1 import FileWrite
 from .messages import Message, message_from_dict, message_to_dict
@@ -218,22 +219,99 @@ class ArchiveLog:
                 del slots[next(iter(slots))]
 
 
-def read_history(text: str) -> tuple[dict[str, Any], list[Message]]:
+def read_history(text: str, *, source: str | None = None) -> tuple[dict[str, Any], list[Message]]:
     """Read one archive file: ``(header, messages)`` (a continuation's own messages;
-    :func:`read_archive` follows the chain)."""
+    :func:`read_archive` follows the chain).
+
+    The file is checked as it is read: a JSON-object header with whole-number
+    ``start``, ``end`` and ``count`` (``end - start == count``, ``count`` the number
+    of message lines), and every further line a message. Anything else raises
+    :class:`~ars_core.errors.ArchiveFormatError` naming ``source`` (the path)."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
-    header = json.loads(lines[0])
-    return header, [message_from_dict(json.loads(ln)) for ln in lines[1:]]
+    if not lines:
+        raise ArchiveFormatError("the file is empty (no header line)", source=source)
+    header = _json_line(lines[0], source, 0)
+    if not isinstance(header, dict):
+        raise ArchiveFormatError(
+            f"the header is a JSON {type(header).__name__}, not an object", source=source
+        )
+    start, end, count = (_whole(header, key, source) for key in ("start", "end", "count"))
+    if start < 0 or end - start != count:
+        raise ArchiveFormatError(
+            f"the header's range [{start}, {end}) does not hold its count {count}", source=source
+        )
+    if count != len(lines) - 1:
+        raise ArchiveFormatError(
+            f"the header counts {count} messages but the file holds {len(lines) - 1}",
+            source=source,
+        )
+    messages = []
+    for number, line in enumerate(lines[1:], start=1):
+        data = _json_line(line, source, number)
+        try:
+            messages.append(message_from_dict(data))
+        except MessageFormatError as exc:
+            raise ArchiveFormatError(f"line {number + 1}: {exc.reason}", source=source) from exc
+    return header, messages
+
+
+def _json_line(line: str, source: str | None, number: int) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError as exc:
+        raise ArchiveFormatError(f"line {number + 1} is not JSON: {exc}", source=source) from exc
+
+
+def _whole(header: dict[str, Any], key: str, source: str | None) -> int:
+    value = header.get(key)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ArchiveFormatError(
+            f"the header's {key!r} is {value!r}, not a whole number", source=source
+        )
+    return value
 
 
 def read_archive(backend: FileBackend, path: str) -> list[Message]:
-    """Every message an archive holds, following its ``continues`` chain."""
+    """Every message an archive holds, following its ``continues`` chain.
+
+    The chain is checked: each continued file must end where the file
+    continuing it starts, the chain must reach the ``chain_start`` the newest
+    file names, and no file may continue itself or an earlier link (a cycle).
+    A broken chain or a malformed file raises
+    :class:`~ars_core.errors.ArchiveFormatError`; a missing file
+    :class:`~ars_core.errors.FileBackendError`."""
     parts: list[list[Message]] = []
     seen: set[str] = set()
     next_path: str | None = path
-    while next_path is not None and next_path not in seen:
+    expected_end: int | None = None  # where the next (earlier) file must end
+    chain_start: int | None = None
+    while next_path is not None:
+        if next_path in seen:
+            raise ArchiveFormatError(
+                f"the chain of continued files loops back to {next_path!r}", source=path
+            )
         seen.add(next_path)
-        header, messages = read_history(backend.read_text(next_path))
+        header, messages = read_history(backend.read_text(next_path), source=next_path)
+        if expected_end is not None and header["end"] != expected_end:
+            raise ArchiveFormatError(
+                f"{next_path!r} ends at message {header['end']} but the file continuing it "
+                f"starts at {expected_end} (a gap in the chain)",
+                source=path,
+            )
+        if chain_start is None and "chain_start" in header:
+            chain_start = _whole(header, "chain_start", next_path)
         parts.append(messages)
-        next_path = header.get("continues")
+        expected_end = header["start"]
+        continues = header.get("continues")
+        if continues is not None and not isinstance(continues, str):
+            raise ArchiveFormatError(
+                f"the header's 'continues' is {continues!r}, not a path", source=next_path
+            )
+        next_path = continues
+    if chain_start is not None and expected_end != chain_start:
+        raise ArchiveFormatError(
+            f"the chain starts at message {expected_end}, not at {chain_start} as its newest "
+            "file says",
+            source=path,
+        )
     return [m for part in reversed(parts) for m in part]

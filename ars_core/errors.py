@@ -5,6 +5,7 @@
     ArsError
     ├── ConfigError            (also ValueError)   bad configuration value
     ├── MessageFormatError     (also ValueError)   input that is not a chat transcript
+    │   └── ArchiveFormatError                     a history archive (or its chain) is broken
     ├── PathBoundaryError      (also ValueError)   a path outside the backend's boundary
     ├── FileBackendError       (also OSError)      a backend could not read or write
     ├── SummarizerError                            a summary model failed
@@ -24,6 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 __all__ = [
+    "ArchiveFormatError",
     "ArsError",
     "ConfigError",
     "ContextOverflowError",
@@ -72,6 +74,11 @@ class MessageFormatError(ArsError, ValueError):
         if index is not None:
             where += f"message {index}: "
         super().__init__(f"{where}{reason}")
+
+
+class ArchiveFormatError(MessageFormatError):
+    """A history archive file is malformed, or its chain of continued files is
+    broken (a loop, a gap, a count that disagrees). ``source`` names the file."""
 
 
 class PathBoundaryError(ArsError, ValueError):

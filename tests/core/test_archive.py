@@ -10,7 +10,14 @@ from typing import Any
 
 import pytest
 
-from ars_core import Compressor, FsspecBackend, Message, message_to_dict
+from ars_core import (
+    ArchiveFormatError,
+    ArsError,
+    Compressor,
+    FsspecBackend,
+    Message,
+    message_to_dict,
+)
 from ars_core.archive import (
     ArchivedRange,
     ArchivePlan,
@@ -184,3 +191,99 @@ class TestHistoryArchive:
         assert whole.continuing(written([history[1], *history[1:4]], "t")) is None
         assert whole.continuing(written(history[:4], "u")) is None
         assert whole.continuing(written(history, "t")) is None
+
+
+class TestBrokenArchives:
+    """``read_archive`` checks what it reads: a malformed file or a broken chain of
+    continued files raises ``ArchiveFormatError`` (an ``ArsError``) naming the file,
+    never returns a history with messages missing or repeated."""
+
+    @staticmethod
+    def _chain(backend: FsspecBackend) -> tuple[Any, Any, list[Message]]:
+        compressor = Compressor(small_config(), backend=backend, summarizer=FakeSummarizer("S"))
+        history = _history(60)
+        first = _event(compressor.compact(history[:40]))
+        second = _event(compressor.compact(history))
+        assert read_history(backend.read_text(second.file_path))[0]["continues"] == first.file_path
+        return first, second, history
+
+    @staticmethod
+    def _rewrite_header(backend: FsspecBackend, path: str, **changes: Any) -> None:
+        lines = backend.read_text(path).splitlines()
+        header = {**json.loads(lines[0]), **changes}
+        backend.write_text(path, "\n".join([json.dumps(header), *lines[1:]]) + "\n")
+
+    def test_a_valid_chain_reads_back_whole(self) -> None:
+        backend = memory_backend()
+        _, second, history = self._chain(backend)
+        assert _dicts(read_archive(backend, second.file_path)) == _dicts(history[: second.cutoff])
+
+    def test_a_file_continuing_itself_is_an_error(self) -> None:
+        backend = memory_backend()
+        _, second, _ = self._chain(backend)
+        self._rewrite_header(backend, second.file_path, continues=second.file_path)
+        with pytest.raises(ArchiveFormatError, match="loops back") as info:
+            read_archive(backend, second.file_path)
+        assert isinstance(info.value, ArsError) and info.value.source == second.file_path
+
+    def test_a_cycle_of_two_files_is_an_error(self) -> None:
+        backend = memory_backend()
+        first, second, _ = self._chain(backend)
+        self._rewrite_header(backend, first.file_path, continues=second.file_path)
+        with pytest.raises(ArchiveFormatError, match="loops back"):
+            read_archive(backend, second.file_path)
+
+    def test_a_gap_between_the_files_is_an_error(self) -> None:
+        backend = memory_backend()
+        first, second, _ = self._chain(backend)
+        lines = backend.read_text(first.file_path).splitlines()
+        header = json.loads(lines[0])
+        header.update(end=header["end"] - 1, count=header["count"] - 1)  # drop the last message
+        backend.write_text(first.file_path, "\n".join([json.dumps(header), *lines[1:-1]]) + "\n")
+        with pytest.raises(ArchiveFormatError, match="gap"):
+            read_archive(backend, second.file_path)
+
+    def test_a_chain_not_reaching_its_start_is_an_error(self) -> None:
+        backend = memory_backend()
+        _, second, _ = self._chain(backend)
+        self._rewrite_header(backend, second.file_path, chain_start=3)
+        with pytest.raises(ArchiveFormatError, match="starts at message 0, not at 3"):
+            read_archive(backend, second.file_path)
+
+    def test_a_header_count_that_disagrees_is_an_error(self) -> None:
+        backend = memory_backend()
+        first, second, _ = self._chain(backend)
+        header = read_history(backend.read_text(first.file_path))[0]
+        self._rewrite_header(backend, first.file_path, count=header["count"] + 1)
+        with pytest.raises(ArchiveFormatError, match="does not hold its count"):
+            read_archive(backend, second.file_path)
+        self._rewrite_header(
+            backend, first.file_path, count=header["count"] + 1, end=header["end"] + 1
+        )
+        with pytest.raises(ArchiveFormatError, match="file holds"):
+            read_archive(backend, first.file_path)
+
+    @pytest.mark.parametrize(
+        ("text", "match"),
+        [
+            ("", "empty"),
+            ("\n\n", "empty"),
+            ("[1, 2]\n", "JSON list, not an object"),
+            ('"header"\n', "JSON str, not an object"),
+            ("{not json\n", "line 1 is not JSON"),
+            ('{"ars_history": 1, "start": "0", "end": 1, "count": 1}\n{}\n', "'start'"),
+            ('{"ars_history": 1, "start": 0, "end": 1, "count": 1}\n[]\n', "line 2"),
+            (
+                '{"ars_history": 1, "start": 0, "end": 1, "count": 1, "continues": 7}\n'
+                '{"role": "user", "content": "x"}\n',
+                "'continues'",
+            ),
+        ],
+    )
+    def test_a_malformed_file_is_an_error(self, text: str, match: str) -> None:
+        backend = memory_backend()
+        path = "outputs/conversation_history/history-000000-000001-broken.jsonl"
+        backend.write_text(path, text)
+        with pytest.raises(ArchiveFormatError, match=match) as info:
+            read_archive(backend, path)
+        assert info.value.source == path

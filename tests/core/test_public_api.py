@@ -21,6 +21,7 @@ PUBLIC = sorted(
         "MARK_TRUNCATED_ARGS",
         "SSE_EVENT_NAME",
         "ApproxEstimator",
+        "ArchiveFormatError",
         "ArsError",
         "AsyncSummarizer",
         "CachingEstimator",
@@ -163,6 +164,7 @@ def test_errors_share_one_base() -> None:
     for name in (
         "ConfigError",
         "MessageFormatError",
+        "ArchiveFormatError",
         "PathBoundaryError",
         "FileBackendError",
         "SummarizerError",
