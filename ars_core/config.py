@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from .budget import summary_token_limit
 from .errors import ConfigError
 
 __all__ = [
@@ -40,8 +41,6 @@ DEFAULT_SUMMARY_PROMPT = """你是一个负责压缩长对话上下文的助手�
 </messages>"""
 
 
-#: the default summary bound is the L2 threshold, at least this, and at most T/2
-SUMMARY_TOKENS_FLOOR = 256
 #: ``summary_threshold`` (K tokens) when it is not set and the model's window is unknown
 DEFAULT_THRESHOLD_K = 100
 #: with no ``summary_threshold``, T is this share of the model's input window (as deepagents)
@@ -217,16 +216,12 @@ class SummaryConfig:
     @property
     def summary_token_limit(self) -> int:
         """The bound on a summary's size (the summary budget): ``summary_max_tokens``,
-        or the L2 threshold — at least 256 tokens and at most ``T/2`` — so a
-        summary never triggers the next round on its own, the kept tail fits
-        beside it, and a long task statement still fits in it. Without
-        ``summary_max_tokens``, a lean round whose task is larger than its
-        share of this bound grows the bound to carry the whole task (see
-        :func:`ars_core.summarize.summary_budget`)."""
-        if self.summary_max_tokens is not None:
-            return self.summary_max_tokens
-        floored = max(SUMMARY_TOKENS_FLOOR, self.l2_threshold_tokens)
-        return min(self.threshold_tokens // 2, floored)
+        or the L2 threshold, at least 256 tokens and at most ``T/2``
+        (:func:`ars_core.budget.summary_token_limit`, beside every other budget
+        rule)."""
+        return summary_token_limit(
+            self.threshold_tokens, self.l2_threshold_tokens, self.summary_max_tokens
+        )
 
     @property
     def threshold_tokens(self) -> int:

@@ -140,20 +140,18 @@ class Compressor:
     ``emitter`` receives every stream event. ``arg_char_limit`` and
     ``truncate_tools`` are L1's internal constants;
     ``summary_input_tokens`` bounds what the summary model reads (default:
-    half the entry threshold); ``is_overflow`` classifies model errors.
+    :func:`~ars_core.budget.default_input_budget`); ``is_overflow`` classifies
+    model errors.
     ``stable_views`` (default on) keeps sending the kept messages in the form
     the last L2 request sent them, so prompt caches stay valid; ``False`` is
     the literal rule (below T every message goes out unchanged).
-    ``lean_rounds`` (default on) sizes each L2 round from its task: the
-    summary may take the whole task plus ``T/8`` (a task too large for that
-    bound grows it, up to ``T/8`` short of the window, instead of being cut),
-    the summary model reads what it keeps whole plus ``T/12`` of the rest (at
-    least 1,024 tokens, at most ``T/8``; a note names the files and errors of
-    what it leaves out), and the cutoff keeps fewer than
+    ``lean_rounds`` (default on) sizes each L2 round from its task (the
+    summary, its input and the kept tail, by the rules of
+    :mod:`ars_core.budget`), and the cutoff keeps fewer than
     ``summary_keep_messages`` when needed so the new view falls under the L2
     threshold (the next round waits for new messages to fill the window);
     ``False`` gives the fixed rounds (the latest ``summary_keep_messages``, a
-    summary bounded by ``summary_token_limit``, an input of ``T/2``).
+    summary bounded by ``summary_token_limit``).
     """
 
     def __init__(

@@ -32,6 +32,13 @@ from typing import Any, Protocol, cast
 import attrs
 
 from .archive import HistoryArchive
+from .budget import (
+    default_input_budget,
+    summary_budget,
+    summary_input_budget,
+    task_budget,
+    thresholds,
+)
 from .config import SummaryConfig
 from .effects import (
     ArchiveAndSummarize,
@@ -72,15 +79,7 @@ from .l2 import (
 )
 from .messages import Message
 from .retention import Retention, audit_retention, task_statement
-from .summarize import (
-    ExtractiveSummarizer,
-    SummaryResult,
-    condense_history,
-    summary_budget,
-    summary_input_budget,
-    task_budget,
-    whole_tokens,
-)
+from .summarize import ExtractiveSummarizer, SummaryResult, condense_history, whole_tokens
 from .summary_call import InputHalver, RetryPolicy, SummaryCall
 from .usage import Usage
 
@@ -258,9 +257,8 @@ def flow(
     cfg, est = settings.config, settings.estimator
     check = check_event(state, event)  # edited history: re-anchor or drop the event
     event = check.event
-    # thresholds in estimate units: a calibrated estimator (provider usage) scales them,
-    # and the estimator's safety margin (its measured undercount) lowers them
-    scale = (getattr(est, "scale", 1.0) or 1.0) * (1 + (getattr(est, "margin", 0.0) or 0.0))
+    # T and T2 in estimate units (budget.py: calibration and safety margin)
+    threshold, l2_threshold = thresholds(cfg, est)
     # with no event the effective messages are the state itself: no O(history) copy on
     # the hot path (views that differ from it are always new lists)
     effective = (
@@ -282,8 +280,8 @@ def flow(
         raw=raw,
         extra=extra,
         tokens_before=history_tokens + extra,
-        threshold=int(cfg.threshold_tokens / scale),
-        l2_threshold=int(cfg.l2_threshold_tokens / scale),
+        threshold=threshold,
+        l2_threshold=l2_threshold,
         forced=forced,
         thread=thread,
         requested=requested and can_compact(effective, event, cfg.summary_keep_messages),
@@ -553,7 +551,7 @@ def _summarize(r: _Round, l1: _L1View, cut: _Cut) -> Generator[Effect, Any, Summ
     s = r.settings
     archive = HistoryArchive.of(r.raw[cut.start : cut.local], start=cut.previous, thread=r.thread)
     history = l1.view[: cut.local]
-    budget, task_room = s.summary_input_tokens or max(1024, r.threshold // 2), None
+    budget, task_room = s.summary_input_tokens or default_input_budget(r.threshold), None
     if s.lean_rounds and not s.summary_input_tokens:
         task_room = cut.task_limit  # a task too large for its share is read whole
         budget = summary_input_budget(r.threshold, whole_tokens(history, s.estimator), task_room)

@@ -20,7 +20,6 @@ model fails, and the embedded default of the CLI.
 from __future__ import annotations
 
 import inspect
-import math
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -29,7 +28,15 @@ import anyio
 import anyio.to_thread
 import attrs
 
-from .config import SUMMARY_TOKENS_FLOOR
+from .budget import (
+    INPUT_REST_FLOOR,
+    TASK_SHARE,
+    TASK_SHARE_MAX,
+    large_task_ceiling,
+    summary_budget,
+    summary_input_budget,
+    task_budget,
+)
 from .estimate import ApproxEstimator, Estimator, message_sizes, message_tokens
 from .messages import Message
 from .prefix import SparseIndex
@@ -359,80 +366,10 @@ _END = "end of summary"
 MARK_OMITTED = "ars_omitted"
 #: files an omitted-messages note names at most
 OMITTED_ITEMS = 20
-#: share of the summary budget the task statement may take
-TASK_SHARE = 0.75
-#: share of a summary a task too large for :data:`TASK_SHARE` of its bound may take
-TASK_SHARE_MAX = 0.875
-#: fewest tokens a lean round's summary input gives what is not kept whole
-INPUT_REST_FLOOR = 1024
 #: fewest characters a shortened request keeps (head and tail)
 MIN_REQUEST_CHARS = 80
 #: characters the shortening note itself takes
 _NOTE_CHARS = 48
-
-
-def summary_budget(
-    config: Any, task_tokens: int | None = None, *, fixed_tokens: int | None = None
-) -> int:
-    """The tokens a summary may take under ``config`` (a
-    :class:`~ars_core.config.SummaryConfig`): its ``summary_token_limit``.
-
-    Sized from the task it carries (lean rounds), when that takes
-    ``task_tokens``: ``summary_max_tokens`` when set; otherwise room for the
-    whole task (at its :data:`TASK_SHARE` of the summary) plus ``T/8`` for
-    the rest (files, tool calls, errors, conclusions), at least 256 tokens and
-    never more than ``summary_token_limit``. A summary sized from its task is
-    cheap to write and to resend, and leaves the kept messages room under the
-    L2 threshold.
-
-    A task too large for its share of that bound is never cut to fit it: given
-    ``fixed_tokens`` (what the request holds beside the summary and the kept
-    messages: system message, tools, the summary's frame), the bound grows to
-    carry the whole task at :data:`TASK_SHARE_MAX` of the summary, up to what
-    leaves ``T/8`` of the window for the kept messages and the next ones
-    (:func:`large_task_ceiling`); :func:`task_budget` is then the task's room.
-    """
-    if task_tokens is None or config.summary_max_tokens is not None:
-        return int(config.summary_token_limit)
-    threshold = int(config.threshold_tokens)
-    wanted = math.ceil(task_tokens / TASK_SHARE) + threshold // 8
-    bound = min(int(config.summary_token_limit), max(SUMMARY_TOKENS_FLOOR, wanted))
-    if fixed_tokens is None or task_tokens <= int(bound * TASK_SHARE):
-        return bound
-    grown = math.ceil(task_tokens / TASK_SHARE_MAX)
-    return max(bound, min(grown, large_task_ceiling(threshold, fixed_tokens)))
-
-
-def large_task_ceiling(threshold: int, fixed_tokens: int) -> int:
-    """The largest summary a task too large for the ordinary bound may grow it
-    to: the window ``threshold`` (T) less ``fixed_tokens`` and ``T/8`` left
-    for the kept messages and the next ones."""
-    return threshold - fixed_tokens - threshold // 8
-
-
-def task_budget(config: Any, summary_tokens: int, task_tokens: int) -> int | None:
-    """The task's room in a lean round's summary of ``summary_tokens`` (see
-    :func:`summary_budget`) that must carry a task of ``task_tokens``: ``None``
-    when the task fits its :data:`TASK_SHARE` or ``config`` sets
-    ``summary_max_tokens`` (the summarizer's own rule holds); otherwise the
-    whole task, at most :data:`TASK_SHARE_MAX` of the summary. The summary
-    input keeps the task at this size too."""
-    if config.summary_max_tokens is not None or task_tokens <= int(summary_tokens * TASK_SHARE):
-        return None
-    return min(task_tokens, int(summary_tokens * TASK_SHARE_MAX))
-
-
-def summary_input_budget(threshold: int, whole: int, task_room: int | None = None) -> int:
-    """What the summary model reads in a lean round, in tokens: what
-    :func:`condense_history` keeps whole (``whole``: previous summary, system
-    messages, every user request, the newest message) plus ``T/12`` of the
-    rest (at least :data:`INPUT_REST_FLOOR`, but not above ``T/8``: small
-    windows summarize little at a time, and their anchors are in that rest),
-    at most ``T/2`` (at least 1,024), or, when the task has a room of its own
-    (``task_room``, see :func:`task_budget`), at most that room plus the rest."""
-    rest = max(threshold // 12, min(INPUT_REST_FLOOR, threshold // 8))
-    cap = max(1024, threshold // 2, (task_room or 0) + rest)
-    return min(cap, whole + rest)
 
 
 def whole_tokens(messages: Sequence[Message], estimator: Estimator) -> int:

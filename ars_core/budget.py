@@ -1,0 +1,178 @@
+"""The budget policy: every token budget of a call, and the unit it is in.
+
+One place for the rules the engine sizes a call by. ``T`` is the entry
+threshold (:attr:`~ars_core.config.SummaryConfig.threshold_tokens`), ``T2``
+the L2 threshold (``T`` x ``summary_l2_trigger_ratio``).
+
+Units
+-----
+The configuration speaks *provider tokens* (what the model's API bills).
+Every count made during a call is in *estimate units* (what the engine's
+estimator returns). :func:`thresholds` converts ``T`` and ``T2`` once per call:
+it divides them by the estimator's calibrated ``scale`` (provider tokens per
+estimate unit, learnt from usage reports) and by ``1 + margin`` (the
+estimator's measured worst undercount, kept as a safety margin), so a request
+that measures under them stays under the real window. With an uncalibrated
+exact estimator both are 1 and the two units coincide.
+
+The summary's bound (:func:`summary_token_limit`, :func:`summary_budget`,
+:func:`task_budget`) is in provider tokens: it is what the summarizer is told
+it may write (an LLM summarizer's ``max_tokens``), read from the unscaled
+``T``. The summary input (:func:`summary_input_budget`,
+:func:`default_input_budget`) and the kept tail are sized against the scaled
+thresholds, in estimate units.
+
+The rules
+---------
+- summary bound (:func:`summary_token_limit`): ``summary_max_tokens``, or
+  ``T2`` at least :data:`SUMMARY_TOKENS_FLOOR` and at most ``T/2``.
+- lean rounds (:func:`summary_budget`): the summary carries the whole task at
+  :data:`TASK_SHARE` of it plus ``T/8`` for the rest (files, tool calls,
+  errors, conclusions), at least :data:`SUMMARY_TOKENS_FLOOR`, at most the
+  summary bound; a task too large for that share grows the bound to carry it
+  at :data:`TASK_SHARE_MAX`, up to ``T - fixed - T/8``
+  (:func:`large_task_ceiling`), and :func:`task_budget` is the task's room.
+- the kept tail: what is left under ``T2`` beside the fixed part of the
+  request (system, tools, the summary's frame) and the summary bound.
+- summary input: ``T/2`` (at least :data:`SUMMARY_INPUT_FLOOR`) for fixed
+  rounds (:func:`default_input_budget`); for lean rounds what
+  :func:`~ars_core.summarize.condense_history` keeps whole plus ``T/12`` of
+  the rest (at least :data:`INPUT_REST_FLOOR`, at most ``T/8``), capped at
+  ``T/2`` or the task's room plus that rest (:func:`summary_input_budget`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .config import SummaryConfig
+
+__all__ = [
+    "INPUT_REST_FLOOR",
+    "SUMMARY_INPUT_FLOOR",
+    "SUMMARY_TOKENS_FLOOR",
+    "TASK_SHARE",
+    "TASK_SHARE_MAX",
+    "default_input_budget",
+    "estimate_scale",
+    "large_task_ceiling",
+    "summary_budget",
+    "summary_input_budget",
+    "summary_token_limit",
+    "task_budget",
+    "thresholds",
+]
+
+#: the default summary bound is the L2 threshold, at least this, and at most T/2
+SUMMARY_TOKENS_FLOOR = 256
+#: share of the summary budget the task statement may take
+TASK_SHARE = 0.75
+#: share of a summary a task too large for :data:`TASK_SHARE` of its bound may take
+TASK_SHARE_MAX = 0.875
+#: fewest tokens a lean round's summary input gives what is not kept whole
+INPUT_REST_FLOOR = 1024
+#: fewest tokens the summary model reads (its input bound is at least this)
+SUMMARY_INPUT_FLOOR = 1024
+
+
+def estimate_scale(estimator: Any) -> float:
+    """Provider tokens per estimate unit, with the safety margin: the
+    estimator's calibrated ``scale`` times ``1 + margin`` (1 for an estimator
+    that has neither)."""
+    scale = getattr(estimator, "scale", 1.0) or 1.0
+    margin = getattr(estimator, "margin", 0.0) or 0.0
+    return float(scale) * (1 + float(margin))
+
+
+def thresholds(config: SummaryConfig, estimator: Any) -> tuple[int, int]:
+    """``(T, T2)`` of ``config`` in ``estimator``'s units (see the module's
+    *Units*): the thresholds one call is measured against."""
+    scale = estimate_scale(estimator)
+    return int(config.threshold_tokens / scale), int(config.l2_threshold_tokens / scale)
+
+
+def summary_token_limit(
+    threshold_tokens: int, l2_threshold_tokens: int, summary_max_tokens: int | None
+) -> int:
+    """The bound on a summary's size: ``summary_max_tokens``, or the L2
+    threshold, at least :data:`SUMMARY_TOKENS_FLOOR` and at most ``T/2``, so a
+    summary never triggers the next round on its own, the kept tail fits
+    beside it, and a long task statement still fits in it."""
+    if summary_max_tokens is not None:
+        return summary_max_tokens
+    floored = max(SUMMARY_TOKENS_FLOOR, l2_threshold_tokens)
+    return min(threshold_tokens // 2, floored)
+
+
+def summary_budget(
+    config: Any, task_tokens: int | None = None, *, fixed_tokens: int | None = None
+) -> int:
+    """The tokens a summary may take under ``config`` (a
+    :class:`~ars_core.config.SummaryConfig`): its ``summary_token_limit``.
+
+    Sized from the task it carries (lean rounds), when that takes
+    ``task_tokens``: ``summary_max_tokens`` when set; otherwise room for the
+    whole task (at its :data:`TASK_SHARE` of the summary) plus ``T/8`` for
+    the rest (files, tool calls, errors, conclusions), at least 256 tokens and
+    never more than ``summary_token_limit``. A summary sized from its task is
+    cheap to write and to resend, and leaves the kept messages room under the
+    L2 threshold.
+
+    A task too large for its share of that bound is never cut to fit it: given
+    ``fixed_tokens`` (what the request holds beside the summary and the kept
+    messages: system message, tools, the summary's frame), the bound grows to
+    carry the whole task at :data:`TASK_SHARE_MAX` of the summary, up to what
+    leaves ``T/8`` of the window for the kept messages and the next ones
+    (:func:`large_task_ceiling`); :func:`task_budget` is then the task's room.
+    """
+    if task_tokens is None or config.summary_max_tokens is not None:
+        return int(config.summary_token_limit)
+    threshold = int(config.threshold_tokens)
+    wanted = math.ceil(task_tokens / TASK_SHARE) + threshold // 8
+    bound = min(int(config.summary_token_limit), max(SUMMARY_TOKENS_FLOOR, wanted))
+    if fixed_tokens is None or task_tokens <= int(bound * TASK_SHARE):
+        return bound
+    grown = math.ceil(task_tokens / TASK_SHARE_MAX)
+    return max(bound, min(grown, large_task_ceiling(threshold, fixed_tokens)))
+
+
+def large_task_ceiling(threshold: int, fixed_tokens: int) -> int:
+    """The largest summary a task too large for the ordinary bound may grow it
+    to: the window ``threshold`` (T) less ``fixed_tokens`` and ``T/8`` left
+    for the kept messages and the next ones."""
+    return threshold - fixed_tokens - threshold // 8
+
+
+def task_budget(config: Any, summary_tokens: int, task_tokens: int) -> int | None:
+    """The task's room in a lean round's summary of ``summary_tokens`` (see
+    :func:`summary_budget`) that must carry a task of ``task_tokens``: ``None``
+    when the task fits its :data:`TASK_SHARE` or ``config`` sets
+    ``summary_max_tokens`` (the summarizer's own rule holds); otherwise the
+    whole task, at most :data:`TASK_SHARE_MAX` of the summary. The summary
+    input keeps the task at this size too."""
+    if config.summary_max_tokens is not None or task_tokens <= int(summary_tokens * TASK_SHARE):
+        return None
+    return min(task_tokens, int(summary_tokens * TASK_SHARE_MAX))
+
+
+def default_input_budget(threshold: int) -> int:
+    """What the summary model reads in a fixed round (and in a lean one told
+    ``summary_input_tokens``'s default): ``T/2``, at least
+    :data:`SUMMARY_INPUT_FLOOR`."""
+    return max(SUMMARY_INPUT_FLOOR, threshold // 2)
+
+
+def summary_input_budget(threshold: int, whole: int, task_room: int | None = None) -> int:
+    """What the summary model reads in a lean round, in tokens: what
+    :func:`~ars_core.summarize.condense_history` keeps whole (``whole``:
+    previous summary, system messages, every user request, the newest message)
+    plus ``T/12`` of the rest (at least :data:`INPUT_REST_FLOOR`, but not above
+    ``T/8``: small windows summarize little at a time, and their anchors are in
+    that rest), at most ``T/2`` (at least 1,024), or, when the task has a room
+    of its own (``task_room``, see :func:`task_budget`), at most that room plus
+    the rest."""
+    rest = max(threshold // 12, min(INPUT_REST_FLOOR, threshold // 8))
+    cap = max(default_input_budget(threshold), (task_room or 0) + rest)
+    return min(cap, whole + rest)
