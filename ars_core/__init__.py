@@ -9,7 +9,7 @@ state. See :class:`Compressor` for the entry point.
 from __future__ import annotations
 
 from .archive import read_archive, read_history
-from .config import DEFAULT_SUMMARY_PROMPT, SummaryConfig
+from .config import CHINESE_SUMMARY_PROMPT, DEFAULT_SUMMARY_PROMPT, SummaryConfig
 from .engine import CallOutcome, Compaction, Compressor, StateUpdate
 from .errors import (
     ArchiveFormatError,
@@ -71,6 +71,7 @@ from .usage import SummaryRetry, Usage
 __version__ = "0.1.0"
 
 __all__ = [
+    "CHINESE_SUMMARY_PROMPT",
     "DEFAULT_SUMMARY_PROMPT",
     "MARK_OFFLOADED",
     "MARK_SUMMARY",

@@ -18,14 +18,35 @@ from .budget import summary_token_limit
 from .errors import ConfigError
 
 __all__ = [
+    "CHINESE_SUMMARY_PROMPT",
     "CONFIG_FIELDS",
     "DEFAULT_SUMMARY_PROMPT",
     "DEFAULT_THRESHOLD_K",
     "MODEL_WINDOW_SHARE",
+    "SUMMARY_PROMPTS",
     "SummaryConfig",
 ]
 
-DEFAULT_SUMMARY_PROMPT = """你是一个负责压缩长对话上下文的助手。下面是智能体与用户之间较早的对话历史（包括工具调用和工具结果）。
+#: the built-in summary prompt: what a summary must keep for the agent (or the
+#: chat) to go on, written in the conversation's own language
+DEFAULT_SUMMARY_PROMPT = """You compress the context of a long conversation. Below is the earlier part of a conversation between an agent and its user (tool calls and tool results included).
+Write a concise but complete summary that replaces this history while the agent goes on. The summary must keep:
+
+1. the user's original request and every explicit requirement and constraint;
+2. the steps already done, the decisions made and why;
+3. the files, paths, commands, identifiers and key values involved (verbatim);
+4. the errors met and how they were handled;
+5. the work still open and the next steps;
+6. the facts either side stated that may be asked about later: names, dates and times, numbers, places, preferences, commitments and changes of plan.
+
+Do not invent anything the history does not say. Write the summary in the language of the conversation.
+
+<messages>
+{messages}
+</messages>"""
+
+#: the Chinese summary prompt (the default of earlier versions); ``summary_prompt="zh"`` selects it
+CHINESE_SUMMARY_PROMPT = """你是一个负责压缩长对话上下文的助手。下面是智能体与用户之间较早的对话历史（包括工具调用和工具结果）。
 请生成一份简洁而完整的摘要，供智能体继续工作时替代这段历史。摘要必须保留：
 
 1. 用户的原始任务和所有明确的要求、约束；
@@ -39,6 +60,9 @@ DEFAULT_SUMMARY_PROMPT = """你是一个负责压缩长对话上下文的助手�
 <messages>
 {messages}
 </messages>"""
+
+#: the built-in prompts by name: ``summary_prompt`` accepts a name as well as a template
+SUMMARY_PROMPTS: Mapping[str, str] = {"en": DEFAULT_SUMMARY_PROMPT, "zh": CHINESE_SUMMARY_PROMPT}
 
 
 #: ``summary_threshold`` (K tokens) when it is not set and the model's window is unknown
@@ -101,12 +125,19 @@ def _optional_positive_int(field: str) -> Any:
     return optional
 
 
+def _named_prompt(value: Any) -> Any:
+    """A built-in prompt's name (:data:`SUMMARY_PROMPTS`) becomes its text."""
+    return SUMMARY_PROMPTS.get(value, value) if isinstance(value, str) else value
+
+
 def _prompt(_: Any, __: Any, value: Any) -> None:
     if not isinstance(value, str) or "{messages}" not in value:
+        names = ", ".join(repr(n) for n in SUMMARY_PROMPTS)
         raise ConfigError(
             "summary_prompt",
             value if not isinstance(value, str) else value[:60],
-            "must be a string containing the {messages} placeholder",
+            f"must be a string containing the {{messages}} placeholder, or a built-in "
+            f"prompt's name ({names})",
         )
 
 
@@ -152,8 +183,12 @@ class SummaryConfig:
     )
     summary_prompt: str = attrs.field(
         default=DEFAULT_SUMMARY_PROMPT,
+        converter=_named_prompt,
         validator=_prompt,
-        metadata=_meta("summary model prompt; must contain {messages}"),
+        metadata=_meta(
+            "summary model prompt; must contain {messages}, or name a built-in one "
+            '("en", the default; "zh", Chinese)'
+        ),
     )
     summary_tool_result_token_limit: int = attrs.field(
         default=300,

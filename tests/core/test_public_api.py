@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PUBLIC = sorted(
     [
+        "CHINESE_SUMMARY_PROMPT",
         "DEFAULT_SUMMARY_PROMPT",
         "MARK_OFFLOADED",
         "MARK_SUMMARY",
