@@ -19,11 +19,32 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+import re
 import struct
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["anthropic_image_tokens", "image_size", "media_tokens", "openai_image_tokens"]
+__all__ = [
+    "anthropic_image_tokens",
+    "image_size",
+    "media_tokens",
+    "media_type",
+    "openai_image_tokens",
+]
+
+#: a media type as RFC 6838 names them: ``type/subtype``, restricted characters, no parameters
+_NAME = r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}"
+_MEDIA_TYPE = re.compile(f"{_NAME}/{_NAME}")
+
+
+def media_type(value: Any) -> str | None:
+    """``value`` as a lower-case ``type/subtype`` media type, or ``None`` when it
+    is not one (parameters, spaces, line breaks, anything else): a media type
+    found in content is data, and only a well-formed one is repeated."""
+    if not isinstance(value, str) or _MEDIA_TYPE.fullmatch(value) is None:
+        return None
+    return value.lower()
+
 
 #: OpenAI: an image of unknown size at high/auto detail (1024x1024, four tiles)
 OPENAI_UNKNOWN_IMAGE = 765

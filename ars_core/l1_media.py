@@ -24,6 +24,7 @@ from typing import Any
 
 import attrs
 
+from ._media import media_type
 from .files import text_sha256
 from .l1 import FileWrite, L1Plan
 from .messages import MARK_SUMMARY, ContentPart, Message
@@ -84,14 +85,14 @@ def _data_url(url: Any) -> tuple[str | None, str] | None:
     head, _, payload = url.partition(",")
     if not head.endswith(";base64"):
         return None
-    return head[5:].split(";", 1)[0] or None, payload
+    return media_type(head[5:].split(";", 1)[0]), payload
 
 
 def _mime(data: Mapping[str, Any], *keys: str) -> str | None:
     for key in keys:
         value = data.get(key)
         if isinstance(value, str) and value:
-            return value
+            return media_type(value)
     return None
 
 
@@ -118,10 +119,13 @@ def inline_media(part: ContentPart) -> InlineMedia | None:
     audio = data.get("input_audio")
     if isinstance(audio, Mapping) and isinstance(audio.get("data"), str):
         fmt = audio.get("format")
-        return InlineMedia(kind, f"audio/{fmt}" if isinstance(fmt, str) else None, audio["data"])
+        return InlineMedia(kind, media_type(f"audio/{fmt}"), audio["data"])
     key = _LLAMAINDEX_KEYS.get(kind_name) if "block_type" in data else None
     if key is not None and isinstance(data.get(key), str):
         mime = _mime(data, f"{kind_name}_mimetype", "document_mimetype", "format")
+        fmt = data.get("format")
+        if mime is None and kind in ("audio", "image") and isinstance(fmt, str):
+            mime = media_type(f"{kind}/{fmt}")
         return InlineMedia(kind, mime, str(data[key]))
     return None
 

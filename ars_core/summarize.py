@@ -38,7 +38,7 @@ from .budget import (
     task_budget,
 )
 from .estimate import ApproxEstimator, Estimator, message_sizes, message_tokens
-from .messages import Message
+from .messages import ContentPart, Message
 from .prefix import SparseIndex
 from .prompt import media_reference, render_history, render_prompt
 from .retention import (
@@ -129,7 +129,13 @@ def _shorten_message(m: Message, max_chars: int) -> Message:
         )
         for c in m.tool_calls
     )
-    return attrs.evolve(m, content=_shorten(m.text, max_chars), tool_calls=calls)
+    text = _shorten(m.text, max_chars)
+    if isinstance(m.content, str):
+        return attrs.evolve(m, content=text, tool_calls=calls)
+    # media parts stay (the prompt names them by reference, never copies them)
+    media = tuple(p for p in m.content if p.text is None)
+    parts = (ContentPart(type="text", text=text), *media) if text else media
+    return attrs.evolve(m, content=parts, tool_calls=calls)
 
 
 def _omitted_note(omitted: int) -> Message:
