@@ -29,6 +29,7 @@ import attrs
 from .errors import ArchiveFormatError, MessageFormatError
 from .files import FileBackend, encode_text
 from .l1 import FileWrite
+from .layout import HISTORY_DIR
 from .messages import Message, message_from_dict, message_to_dict
 
 __all__ = [
@@ -42,9 +43,6 @@ __all__ = [
     "read_archive",
     "read_history",
 ]
-
-#: where archived history goes
-HISTORY_DIR = "outputs/conversation_history"
 
 #: ``Message._cache`` key of a message's archive line (see :func:`archive_line`)
 _LINE_KEY = "ars_archive_line"

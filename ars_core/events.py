@@ -35,6 +35,7 @@ import attrs
 
 from .errors import MessageFormatError
 from .files import text_sha256
+from .layout import LARGE_USER_MESSAGES_DIR, MEDIA_DIR
 from .messages import Message, message_from_dict, message_to_dict
 from .retention import Retention
 from .summarize import Usage
@@ -477,8 +478,8 @@ class CompressionEvent:
 
 #: what an offload path holds, by its folder (anything else: a tool result)
 _OFFLOAD_KINDS = (
-    ("outputs/media/", "inline media part", "inline media parts"),
-    ("outputs/large_user_messages/", "user message", "user messages"),
+    (f"{MEDIA_DIR}/", "inline media part", "inline media parts"),
+    (f"{LARGE_USER_MESSAGES_DIR}/", "user message", "user messages"),
 )
 
 

@@ -69,7 +69,6 @@ from .events import (
 from .l1 import offload_oversized_user_messages, plan_l1
 from .l1_media import offload_inline_media
 from .l2 import (
-    HISTORY_DIR,
     build_summary_message,
     describe_error,
     forbidden_cuts,
@@ -77,6 +76,7 @@ from .l2 import (
     trim_tail,
     validate_summary,
 )
+from .layout import HISTORY_DIR
 from .messages import Message
 from .retention import Retention, audit_retention, task_statement
 from .summarize import ExtractiveSummarizer, SummaryResult, condense_history, whole_tokens

@@ -32,6 +32,7 @@ import attrs
 
 from .estimate import MESSAGE_OVERHEAD, Estimator, message_tokens
 from .files import decode_text, encode_text, sanitize_name, text_sha256
+from .layout import LARGE_TOOL_RESULTS_DIR, LARGE_USER_MESSAGES_DIR
 from .messages import (
     MARK_OFFLOADED,
     MARK_SUMMARY,
@@ -62,10 +63,6 @@ __all__ = [
 ARG_CHAR_LIMIT = 2000
 #: the tools whose large arguments are truncated
 TRUNCATE_TOOLS: tuple[str, ...] = ("write_file", "edit_file")
-#: where offloaded tool results go
-LARGE_TOOL_RESULTS_DIR = "outputs/large_tool_results"
-#: where user messages larger than the entry threshold go
-LARGE_USER_MESSAGES_DIR = "outputs/large_user_messages"
 
 
 @attrs.frozen

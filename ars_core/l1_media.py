@@ -27,6 +27,7 @@ import attrs
 from ._media import media_type
 from .files import text_sha256
 from .l1 import FileWrite, L1Plan
+from .layout import MEDIA_DIR
 from .messages import MARK_SUMMARY, ContentPart, Message
 
 __all__ = [
@@ -40,8 +41,6 @@ __all__ = [
     "offload_media",
 ]
 
-#: where inline media of the view go
-MEDIA_DIR = "outputs/media"
 #: metadata key: the paths this message's inline media were offloaded to (L1)
 MARK_MEDIA_OFFLOADED = "ars_media_offloaded"
 

@@ -28,10 +28,11 @@ from typing import Any
 
 import attrs
 
-from .archive import HISTORY_DIR, archive_line, history_file, read_history
+from .archive import archive_line, history_file, read_history
 from .errors import SummarizerError
 from .estimate import Estimator, message_tokens
 from .l1 import FileWrite, fit_preview, sha256_text
+from .layout import HISTORY_DIR, TRIMMED_DIR
 from .messages import MARK_SUMMARY, MARK_TRIMMED, Message, message_to_dict
 
 __all__ = [
@@ -51,8 +52,6 @@ __all__ = [
     "validate_summary",
 ]
 
-#: where the originals of tail messages trimmed under overflow go
-TRIMMED_DIR = "outputs/trimmed_messages"
 #: the longest error message shown to the model (characters, after the type name)
 ERROR_TEXT_LIMIT = 300
 

@@ -37,8 +37,7 @@ from .errors import MessageFormatError
 from .estimate import Estimator, message_tokens
 from .events import SummarizationEvent
 from .files import FileBackend, FsspecBackend, sanitize_name
-from .l1 import LARGE_TOOL_RESULTS_DIR
-from .l2 import HISTORY_DIR, TRIMMED_DIR
+from .layout import HISTORY_DIR, LARGE_TOOL_RESULTS_DIR, TRIMMED_DIR
 from .messages import Message, read_messages
 from .resolve import resolve_summarizer
 from .retention import TASK_KEPT

@@ -35,8 +35,7 @@ from typing import Any
 
 from ars_core import FileBackend, FileBackendError, FsspecBackend, check_path
 from ars_core.files import DEFAULT_READ_ONLY, decode_text, encode_text, scope_name
-from ars_core.l1 import LARGE_TOOL_RESULTS_DIR
-from ars_core.l2 import HISTORY_DIR, TRIMMED_DIR
+from ars_core.layout import OUTPUT_FOLDERS, output_folder
 
 __all__ = [
     "ARS_FOLDERS",
@@ -47,8 +46,8 @@ __all__ = [
     "is_deepagents_backend",
 ]
 
-#: the folders ARS writes (virtual, without a leading slash)
-ARS_FOLDERS: tuple[str, ...] = (LARGE_TOOL_RESULTS_DIR, HISTORY_DIR, TRIMMED_DIR)
+#: the folders ARS writes (virtual, without a leading slash): all of :mod:`ars_core.layout`'s
+ARS_FOLDERS: tuple[str, ...] = OUTPUT_FOLDERS
 #: deepagents' file tools that read, and the argument naming their path
 READ_TOOL_ARGS = {"read_file": "file_path", "ls": "path", "glob": "path", "grep": "path"}
 
@@ -314,9 +313,9 @@ class BackendResolver:
     def agent_path(self, runtime: Any, scope: str, tool: Any, path: str) -> str | None:
         """Where the agent's file tool ``tool`` finds ARS's file ``path`` on thread
         ``scope``, when that differs from ``path`` (a shared backend); else ``None``."""
-        norm = path.strip().lstrip("/")
-        if not any(norm == f or norm.startswith(f + "/") for f in ARS_FOLDERS):
+        if output_folder(path) is None:
             return None
+        norm = path.strip().lstrip("/")
         try:
             backend = self.resolve(runtime, scope, (tool,))
             mapped = getattr(backend, "agent_path", None)
