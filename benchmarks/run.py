@@ -34,6 +34,9 @@ J. ``formats``: the largest runs estimated in OpenAI, Anthropic-block and
    LangChain-v1-block form, and images charged against the providers' examples.
 K. ``llamaindex_flat``: the LlamaIndex memory's per-call ``get()`` overhead against
    history length below the threshold (5,000 messages <= 1.5x the cost at 500).
+L. ``chat``: long multi-session chats (``--chat-data``, LoCoMo's format; not shipped):
+   the answers each policy keeps in the final request, messages kept after a
+   summary, summary rounds and tokens, at ``--chat-thresholds``.
 
 The peers are used through their public constructors; nothing of theirs is
 copied.
@@ -64,6 +67,7 @@ from ars_core.replay import SAMPLE_DIR, load_runs  # noqa: E402
 from benchmarks import (  # noqa: E402
     budget,
     cache,
+    chat,
     estimator_kinds,
     estimators,
     flatness,
@@ -89,6 +93,7 @@ SECTIONS: tuple[ModuleType, ...] = (
     loop_stall,
     formats,
     llamaindex_flat,
+    chat,
 )
 
 
@@ -140,6 +145,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--keep", type=int, default=10, help="messages kept by the summarizing policies in B"
     )
     p.add_argument(
+        "--chat-data",
+        type=Path,
+        default=None,
+        help=f"the chats of L (default {chat.DEFAULT_CHAT_DATA}; in --quick only when given)",
+    )
+    p.add_argument("--chat-thresholds", default="8,16", help="thresholds (K tokens) for L")
+    p.add_argument(
         "--sections",
         default=",".join(s.KEY for s in SECTIONS),
         help="which sections to run (D needs A's measurements, so A is shown too)",
@@ -165,6 +177,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.sizes, args.repeat, args.warmup = "50,100", 5, 1
         args.l2_size, args.l2_repeat, args.l2_threshold = 100, 3, 2
         args.thresholds, args.token_runs, args.estimator_runs = "4", 2, 2
+        args.chat_thresholds = "2"
     return args
 
 

@@ -204,9 +204,11 @@ def tokens_ars(
     estimator: Any = None,
     *,
     calibrate: bool = False,
+    options: dict[str, Any] | None = None,
 ) -> None:
     """Replay ``run`` through ARS. With ``calibrate``, every request's o200k count is fed
-    back as the provider's reported usage (what the adapters do with ``usage_metadata``)."""
+    back as the provider's reported usage (what the adapters do with ``usage_metadata``);
+    ``options`` are further :class:`~ars_core.Compressor` keyword arguments."""
     threshold = int(threshold_k * 1024)
     calls_before = [stats.summary_calls]  # summarizer calls when the previous call ended
     if calibrate and estimator is None:
@@ -228,6 +230,7 @@ def tokens_ars(
         summarizer=MeteredExtractive(o200k, stats),
         backend=FsspecBackend("memory://bench-tokens"),
         on_call=on_call,
+        compressor_options=options,
     )
 
 

@@ -77,9 +77,33 @@ def num(cell: str) -> float:
     return float(cell.replace(",", "").rstrip("%x"))
 
 
+#: the synthetic chat of the smoke run: sessions of alternating turns, one fact a turn
+CHAT_SESSIONS, CHAT_TURNS = 4, 28
+
+
+def synthetic_chat() -> dict[str, object]:
+    """A LoCoMo-shaped conversation (two speakers, dated sessions, QA items) written here:
+    the smoke run measures section L on it without the real data set."""
+    conversation: dict[str, object] = {"speaker_a": "Ann", "speaker_b": "Bo"}
+    qa: list[dict[str, object]] = []
+    for s in range(1, CHAT_SESSIONS + 1):
+        conversation[f"session_{s}_date_time"] = f"10:00 am on {s} May, 2023"
+        turns = []
+        for t in range(CHAT_TURNS):
+            speaker = "Ann" if t % 4 < 2 else "Bo"  # two turns each: joined into one message
+            fact = f"fact{s}x{t}"
+            text = f"On that day I talked about {fact} and some weather and coffee and plans."
+            turns.append({"speaker": speaker, "dia_id": f"D{s}:{t}", "text": text})
+            qa.append({"question": f"What about {fact}?", "answer": fact, "category": 1})
+        conversation[f"session_{s}"] = turns
+    qa.append({"question": "Unanswerable?", "adversarial_answer": "x", "category": 5})
+    return {"sample_id": "synthetic", "conversation": conversation, "qa": qa}
+
+
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, object], str]:
     tmp = tmp_path_factory.mktemp("bench")
+    (tmp / "chat.json").write_text(json.dumps([synthetic_chat()]), encoding="utf-8")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(
         os.pathsep
@@ -95,6 +119,8 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, obje
             str(tmp / "report.md"),
             "--json",
             str(tmp / "raw.json"),
+            "--chat-data",
+            str(tmp / "chat.json"),
         ],
         cwd=tmp,
         env=env,
@@ -127,11 +153,12 @@ def test_report_has_every_section(smoke: tuple[str, dict[str, object], str]) -> 
         "## I. Event loop stall",
         "## J. Content blocks",
         "## K. LlamaIndex memory per-call overhead",
+        "## L. Multi-session chat",
     ):
         assert heading in report
     # A, L2, B, B defaults, C errors, C speed, D, E, F, G, H kinds, H fit, I stall, I memory,
-    # J formats, J images, K
-    assert len(parse_tables(report)) == 17
+    # J formats, J images, K, L
+    assert len(parse_tables(report)) == 18
     assert set(raw) == {
         "per_call_ms",
         "l2_ms",
@@ -147,6 +174,7 @@ def test_report_has_every_section(smoke: tuple[str, dict[str, object], str]) -> 
         "formats",
         "images",
         "llamaindex_per_call_ms",
+        "chat",
     }
 
 
@@ -525,3 +553,58 @@ def test_llamaindex_section(smoke: tuple[str, dict[str, object], str]) -> None:
     )
     k = section_text(report, "## K. LlamaIndex memory")
     assert f"= {hi / lo:.2f}x <= 1.5x" in k and len(target_lines(k)) == 1
+
+
+def test_chat_section(smoke: tuple[str, dict[str, object], str]) -> None:
+    """L on the synthetic chat: one row per policy, the "no limit" answers recounted here
+    (the final request is every message before the last reply), the summarizing policies
+    summarized, the others did not, and a target line for each of the three targets."""
+    report, raw, _ = smoke
+    (rows,) = section_tables(report, "## L. Multi-session chat")
+    assert [row["policy"] for row in rows] == [
+        "no limit",
+        "LangChain trim_messages (last)",
+        "LangChain SummarizationMiddleware",
+        "deepagents SummarizationMiddleware",
+        "ARS",
+        "ARS, lean_rounds=False",
+    ]
+    assert {row["T (tokens)"] for row in rows} == {"2,048"}
+    by = {row["policy"]: row for row in rows}
+    # the oracle: every fact but those of the last reply (two turns of Bo) is in the final
+    # request of "no limit"; the unanswerable item is not counted
+    answers = CHAT_SESSIONS * CHAT_TURNS
+    assert by["no limit"]["answers in the final request"] == f"{100 * (answers - 2) / answers:.1f}%"
+    assert by["no limit"]["of those in the chat"] == "100.0%"
+    assert num(by["no limit"]["requests over T"]) > 0
+    for name in ("LangChain trim_messages (last)", "ARS", "ARS, lean_rounds=False"):
+        assert num(by[name]["requests over T"]) == 0
+    for name, row in by.items():
+        summarizes = "Summarization" in name or name.startswith("ARS")
+        assert (num(row["summary rounds"]) > 0) == summarizes, name
+        assert (row["fewest kept after a summary"] != "-") == summarizes, name
+        share = num(row["answers in the final request"])
+        assert 0 < share <= num(by["no limit"]["answers in the final request"])
+    chat = raw["chat"]
+    assert isinstance(chat, dict) and chat["2"]["ARS"]["answers"] == answers  # type: ignore[index]
+    assert len(target_lines(section_text(report, "## L. Multi-session chat"))) == 3
+
+
+def test_chat_section_skips_without_its_data(tmp_path: Path) -> None:
+    """The chat data set is not shipped: without it L measures nothing and says why."""
+    sys.path.insert(0, str(REPO_ROOT))
+    try:
+        from benchmarks import chat, run
+        from benchmarks.common import Context
+    finally:
+        sys.path.remove(str(REPO_ROOT))
+    missing = tmp_path / "absent.json"
+    args = run.parse_args(["--chat-data", str(missing)])
+    ctx = Context(args=args, runs=[], tmp=tmp_path, log=lambda s: None)
+    data = chat.measure(ctx)
+    assert data == {"skipped": data["skipped"]} and str(missing) in data["skipped"]
+    text = "\n".join(chat.render(ctx, data))
+    assert text.startswith("## L. Multi-session chat") and f"Skipped: {data['skipped']}." in text
+    assert chat.raw(data) == {"chat": {"skipped": data["skipped"]}}
+    quick = Context(args=run.parse_args(["--quick"]), runs=[], tmp=tmp_path, log=lambda s: None)
+    assert chat.measure(quick) == {"skipped": "quick mode: pass --chat-data to measure it"}
