@@ -5,6 +5,7 @@
     nox -s lint typecheck
     nox -s e2e                   # a real model (llama-cpp-python + SmolLM2) and LangGraph's server
     nox -s benchmarks -- --help
+    nox -s wheel                 # build sdist + wheel, install the wheel in a clean venv, run it
     nox -s tests_core tests_langchain tests_llamaindex   # one extra installed at a time
 
 Virtualenvs under ``.nox/`` are reused between runs; ``--no-reuse-existing-virtualenvs``
@@ -13,6 +14,9 @@ rebuilds them, ``-R`` skips reinstalling.
 
 from __future__ import annotations
 
+import shutil
+import tarfile
+import tempfile
 from pathlib import Path
 
 import nox
@@ -57,6 +61,58 @@ def benchmarks(session: nox.Session) -> None:
     session.run("python", str(ROOT / "benchmarks" / "run.py"), *session.posargs)
 
 
+#: what the sdist must carry (besides the packages) for its tests, docs and examples
+SDIST_MUST_HOLD = (
+    "LICENSE",
+    "README.md",
+    "noxfile.py",
+    "pyproject.toml",
+    "docs/requirements.md",
+    "docs/cli.md",
+    "examples/core_quickstart.py",
+    "tests/conftest.py",
+    "benchmarks/run.py",
+    "ars_core/data/django__django-16502.jsonl.gz",
+)
+
+
+@nox.session(python=PYTHON, reuse_venv=False)
+def wheel(session: nox.Session) -> None:
+    """Build the sdist and the wheel (``python -m build``), check what the sdist holds,
+    install the wheel alone in this fresh virtualenv and run ``ars replay`` from a folder
+    outside the source tree (so the installed copy is what runs)."""
+    session.install("build")
+    dist = Path(session.create_tmp()).resolve() / "dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    session.run("python", "-m", "build", "--outdir", str(dist), str(ROOT))
+    (sdist,) = dist.glob("ars-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
+    missing = [name for name in SDIST_MUST_HOLD if name not in names]
+    if missing:
+        session.error(f"{sdist.name} lacks {', '.join(missing)}")
+    (built,) = dist.glob("ars-*.whl")
+    session.install(f"ars[tiktoken] @ {built.as_uri()}")
+    with tempfile.TemporaryDirectory(prefix="ars-wheel-") as outside:
+        session.chdir(outside)
+        session.run(
+            "python",
+            "-c",
+            "import ars_core; from pathlib import Path; "
+            "here = Path(ars_core.__file__).resolve().parent; "
+            f"assert here != Path({str(ROOT / 'ars_core')!r}), here; "
+            "assert here.parent.name == 'site-packages', here; "
+            "assert (here / 'data' / 'README.md').is_file(); "
+            "print('ars_core from', here)",
+        )
+        session.run("ars", "replay", "--out", "replay-out", env={"PYTHONPATH": ""})
+        written = sorted(p for p in Path(outside, "replay-out").rglob("*") if p.is_file())
+        if not written:
+            session.error("ars replay wrote no file under replay-out/")
+        session.log(f"ars replay from the wheel wrote {len(written)} files under {outside}")
+        session.chdir(ROOT)
+
+
 # ---------------------------------------------------------------- one extra at a time
 #
 # Each session installs the project with one extra (plus the test tools and the
@@ -72,6 +128,7 @@ EXTRA_TESTS = {
     "core": [
         "tests/core",
         "tests/test_cli.py",
+        "tests/test_packaging.py",
         "tests/test_readme.py",
         "tests/test_replay_any_text.py",
     ],

@@ -30,6 +30,8 @@ class Context:
     tmp: Path
     log: Callable[[str], None]
     results: dict[str, Any] = field(default_factory=dict)
+    #: the folder the runs were read from
+    runs_dir: Path | None = None
 
     @property
     def runs_by_size(self) -> list[Run]:

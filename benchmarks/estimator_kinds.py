@@ -87,7 +87,9 @@ def measure(ctx: Context) -> dict[str, Any]:
     everything = "\n".join(t for texts in kinds.values() for t in texts)
     rows.append(_row("all of the above, as one text", [everything], approx, exact))
     rule = "=" * 1000
-    coef, fit_lines, fit = fit_approx.fit_and_report()
+    corpus = _fit_corpus(ctx)
+    ctx.log(f"  fitting the approximate estimator's weights on {corpus}")
+    coef, fit_lines, fit = fit_approx.fit_and_report(corpus)
     shipped = [round(float(c), 4) for c in coef] == list(ApproxEstimator.WEIGHTS)
     return {
         "rows": rows,
@@ -96,7 +98,19 @@ def measure(ctx: Context) -> dict[str, Any]:
         "shipped": shipped,
         "speed": speed,
         "rule": (approx.count_text(rule), exact.count_text(rule)),
+        "corpus": str(corpus),
     }
+
+
+def _fit_corpus(ctx: Context) -> Path:
+    """Where the fit is reproduced: the runs the shipped weights were fitted on when they are
+    here (``fit_approx.DEFAULT_RUNS``), else the runs this report measures (the samples shipped
+    in ``ars_core/data`` on a bare clone), so the section runs anywhere."""
+    if fit_approx.DEFAULT_RUNS.is_dir():
+        return fit_approx.DEFAULT_RUNS
+    if ctx.runs_dir is not None:
+        return ctx.runs_dir
+    return Path(ctx.runs[0].source).parent
 
 
 def _targets(data: dict[str, Any]) -> list[str]:
@@ -175,7 +189,8 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
         "runs, counted per message as the estimator counts them (text, tool-call ids, names "
         "and arguments, plus the per-message overhead a provider adds, so a message's error is "
         "smaller than its bare text's in the table above). The worst undercount of a large "
-        "request is the estimator's safety margin (`ApproxEstimator.error_margin`).",
+        "request is the estimator's safety margin (`ApproxEstimator.error_margin`). "
+        f"Runs fitted and measured: `{data['corpus']}`.",
         "",
         *data["fit"],
         "",

@@ -119,6 +119,11 @@ def load(traj: Path) -> tuple[dict[str, list[tuple[int, list[str]]]], Any]:
     from ars_core._tiktoken_offline import load_encoding
 
     runs = {p.name: [_pieces(m) for m in read_messages(p)] for p in sorted(traj.glob("*.jsonl.gz"))}
+    if len(runs) < 2:  # one half to fit on, one to report on
+        raise SystemExit(
+            f"fit_approx: {traj} holds {len(runs)} recorded run(s) (*.jsonl.gz); "
+            "the fit needs at least 2"
+        )
     return runs, load_encoding("o200k_base")
 
 

@@ -203,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     lines.append("")
     raw: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="ars-bench-") as tmp_name:
-        ctx = Context(args=args, runs=runs, tmp=Path(tmp_name), log=log)
+        ctx = Context(args=args, runs=runs, tmp=Path(tmp_name), log=log, runs_dir=runs_dir)
         for section in _measured(chosen):
             log((section.__doc__ or section.KEY).split("\n")[0])
             data = ctx.results[section.KEY] = section.measure(ctx)

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests.conftest import shared_data_missing
 from tests.servers import S3Server, unavailable
 
 
@@ -98,7 +99,31 @@ class TestS3Fixture:
 
 
 class TestTrajectoriesFixture:
-    """``trajectories_dir``: the shared sample trajectories outside the repository."""
+    """``trajectories_dir``: the recorded runs beside the repository (not in a clone)."""
+
+    @pytest.mark.parametrize(
+        ("env", "outcome"),
+        [
+            ({}, pytest.skip.Exception),  # a developer's bare clone
+            ({"CI": "true", "ARS_TEST_BARE_CLONE": "1"}, pytest.skip.Exception),  # CI's bare run
+            ({"CI": "true"}, pytest.fail.Exception),  # CI's main run must have the data
+            ({"CI": "1", "ARS_TEST_BARE_CLONE": "0"}, pytest.fail.Exception),
+        ],
+    )
+    def test_missing_runs_skip_except_in_ci_main_run(
+        self, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], outcome: type[Exception]
+    ) -> None:
+        """Without the folder the test skips with a reason, and fails under ``CI=true``
+        unless the run declares a bare clone."""
+        monkeypatch.delenv("CI", raising=False)
+        monkeypatch.delenv("ARS_TEST_BARE_CLONE", raising=False)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        with pytest.raises(outcome) as info:
+            shared_data_missing("recorded runs not found at /nowhere")
+        assert "recorded runs not found at /nowhere" in str(info.value)
+        if outcome is pytest.fail.Exception:
+            assert "ARS_TEST_BARE_CLONE=1" in str(info.value)
 
     def test_is_a_directory(self, trajectories_dir: Path) -> None:
         """The fixture points at an existing directory named ``trajectories``."""
