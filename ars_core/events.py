@@ -42,6 +42,7 @@ from .summarize import Usage
 from .typing import EventEmitter, Level, Phase
 
 __all__ = [
+    "ANCHOR_WINDOW",
     "Anchor",
     "CompressionEvent",
     "EventCheck",
@@ -71,14 +72,38 @@ class Anchor:
     ``last`` is the :func:`message_key` of the last summarized message
     (``state[cutoff - 1]``), ``next`` that of the first kept one
     (``state[cutoff]``), ``None`` when there is no such message.
+
+    A message without an id is known by a content hash only, and look-alike
+    messages ("ok", "continue") share one, so a pair of them can repeat in a
+    history. An anchor on such messages also holds ``window``, the keys of
+    the last :data:`ANCHOR_WINDOW` summarized messages (``last`` included), and
+    ``first``, the key of the history's first message: the cutoff is trusted
+    where it was only when all of them still match, and it is moved only to a
+    place where the pair occurs once and the window matches (see
+    :func:`check_event`). Anchors on message ids hold neither.
     """
 
     last: str | None
     next: str | None
+    first: str | None = None
+    window: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, str | None]:
-        return {"last": self.last, "next": self.next}
+    @property
+    def by_content(self) -> bool:
+        """Whether a side of the pair is known by a content hash (no message id)."""
+        return any(key is not None and not key.startswith("id:") for key in (self.last, self.next))
 
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"last": self.last, "next": self.next}
+        if self.first is not None:
+            out["first"] = self.first
+        if self.window:
+            out["window"] = list(self.window)
+        return out
+
+
+#: summarized messages an anchor on content hashes remembers before its cutoff
+ANCHOR_WINDOW = 4
 
 _KEY_CACHE = "ars_message_key"
 
@@ -107,9 +132,16 @@ def content_key(message: Message) -> str:
 
 def anchor_at(state: Sequence[Message], cutoff: int) -> Anchor:
     """The anchor of a cutoff into ``state``."""
-    return Anchor(
+    anchor = Anchor(
         last=message_key(state[cutoff - 1]) if 0 < cutoff <= len(state) else None,
         next=message_key(state[cutoff]) if 0 <= cutoff < len(state) else None,
+    )
+    if not anchor.by_content or cutoff <= 0:
+        return anchor
+    return attrs.evolve(
+        anchor,
+        first=message_key(state[0]),
+        window=tuple(message_key(m) for m in state[max(0, cutoff - ANCHOR_WINDOW) : cutoff]),
     )
 
 
@@ -213,7 +245,17 @@ class SummarizationEvent:
         if raw_anchor is not None:
             if not isinstance(raw_anchor, Mapping):
                 raise _event_error("anchor must be an object")
-            anchor = Anchor(last=_opt_str(raw_anchor, "last"), next=_opt_str(raw_anchor, "next"))
+            window = raw_anchor.get("window") or ()
+            if not isinstance(window, (list, tuple)) or not all(
+                isinstance(key, str) for key in window
+            ):
+                raise _event_error("anchor window must be a list of strings")
+            anchor = Anchor(
+                last=_opt_str(raw_anchor, "last"),
+                next=_opt_str(raw_anchor, "next"),
+                first=_opt_str(raw_anchor, "first"),
+                window=tuple(window),
+            )
         try:
             sent_forms = tuple(
                 (int(f["offset"]), str(f["key"]), message_from_dict(f["message"]))
@@ -330,6 +372,54 @@ def _find(state: Sequence[Message], key: str, below: int) -> int | None:
     return None
 
 
+def _window_matches(state: Sequence[Message], anchor: Anchor, cut: int) -> bool:
+    """Whether the summarized messages just before ``cut`` are the anchor's
+    window (as many of them as the history still has before ``cut``: removing
+    the oldest messages may have taken the window's first ones)."""
+    window = anchor.window
+    if not window:
+        return True  # an anchor stored before windows existed
+    size = min(len(window), cut)
+    return [message_key(m) for m in state[cut - size : cut]] == list(window[len(window) - size :])
+
+
+def _relocate_by_content(state: Sequence[Message], event: SummarizationEvent) -> int | None:
+    """Where an event anchored on content hashes has its cutoff now, or ``None``
+    when that cannot be told for certain.
+
+    Look-alike messages share a content hash, so a pair found at the old place
+    may be a look-alike that moved there when earlier messages were removed.
+    The old place is trusted only when the history still starts with the same
+    message and the window of summarized messages before the cutoff matches;
+    otherwise every place where the pair occurs is looked at, and the cutoff
+    moves only when there is exactly one such place and its window matches. Two
+    places, or none, and the event is stale: dropped rather than guessed.
+    """
+    anchor = event.anchor
+    assert anchor is not None and anchor.last is not None
+    n, cut = len(state), event.cutoff
+    last, nxt = anchor.last, anchor.next
+
+    def pair_at(j: int) -> bool:
+        if message_key(state[j]) != last:
+            return False
+        return nxt is None or (j + 1 < n and message_key(state[j + 1]) == nxt)
+
+    if (
+        anchor.window  # an anchor stored before windows existed is searched once, then adopts one
+        and 0 < cut <= n
+        and pair_at(cut - 1)
+        and (anchor.first is None or message_key(state[0]) == anchor.first)
+        and _window_matches(state, anchor, cut)
+    ):
+        return cut  # nothing before the cutoff changed: the common case, constant time
+    places = [j for j in range(min(cut, n) - 1, -1, -1) if pair_at(j)]
+    if len(places) != 1:
+        return None  # gone, or a look-alike pair: which one is the cutoff cannot be told
+    moved = places[0] + 1
+    return moved if _window_matches(state, anchor, moved) else None
+
+
 def _relocate(state: Sequence[Message], event: SummarizationEvent) -> int | None:
     """Where the event's cutoff is now, or ``None`` when it cannot be told.
 
@@ -338,9 +428,10 @@ def _relocate(state: Sequence[Message], event: SummarizationEvent) -> int | None
     appended), so the pair can only have moved earlier: the search looks at
     and below the old position. When one side of the pair is gone (removed,
     or replaced with new content), the other side alone places the cutoff,
-    but only if it is a message id: a content hash may match a look-alike
-    message ("ok"), which would be a guess. When every message the summary
-    covered was removed, the summary goes too.
+    but only if it is a message id. An anchor on content hashes (messages
+    without ids) is moved only where it is certain
+    (:func:`_relocate_by_content`). When every message the summary covered
+    was removed, the summary goes too.
     """
     anchor = event.anchor
     n, cut = len(state), event.cutoff
@@ -349,6 +440,8 @@ def _relocate(state: Sequence[Message], event: SummarizationEvent) -> int | None
     last, nxt = anchor.last, anchor.next
     if last is None:  # summarizes nothing (cutoff 0)
         return 0 if cut == 0 else None
+    if anchor.by_content:
+        return _relocate_by_content(state, event)
 
     def pair_at(j: int) -> bool:
         if message_key(state[j]) != last:
@@ -361,9 +454,9 @@ def _relocate(state: Sequence[Message], event: SummarizationEvent) -> int | None
     k = _find(state, nxt, cut) if nxt is not None else None
     if j is not None and k == j + 1:
         return k
-    if j is not None and k is None and last.startswith("id:"):
+    if j is not None and k is None:
         return j + 1  # the first kept message went
-    if j is None and k and nxt is not None and nxt.startswith("id:"):
+    if j is None and k and nxt is not None:
         return k  # the last summarized message went (at 0: every summarized one did)
     return None
 
@@ -408,7 +501,12 @@ def check_event(state: Sequence[Message], event: SummarizationEvent | None) -> E
         return EventCheck(event)  # the anchor is where it was (checked in constant time)
     moved = event.anchored(state, cut)
     why = None
-    if event.anchor is not None or cut != event.cutoff:
+    same_pair = (
+        event.anchor is not None
+        and moved.anchor is not None
+        and (event.anchor.last, event.anchor.next) == (moved.anchor.last, moved.anchor.next)
+    )
+    if cut != event.cutoff or (event.anchor is not None and not same_pair):
         why = f"cutoff moved from {event.cutoff} to {cut} after the history was edited"
     return EventCheck(moved, changed=True, reanchored=why)
 

@@ -29,7 +29,7 @@ from ars_core import (
     SummarizationEvent,
     ToolCall,
 )
-from ars_core.events import message_key
+from ars_core.events import ANCHOR_WINDOW, message_key
 from ars_core.testing import FakeSummarizer, RecordingEmitter, ScriptedModel
 
 from .helpers import assistant, memory_backend, small_config, tool, user, words
@@ -193,6 +193,121 @@ class TestEditedHistory:
         assert model.calls[-1] == [event.summary_message, *state[event.cutoff :]]
 
 
+def _call(
+    compressor: Compressor,
+    state: list[Message],
+    model: ScriptedModel,
+    mode: str,
+    event: SummarizationEvent | None,
+) -> CallOutcome:
+    if mode == "sync":
+        return compressor.call(state, model, event=event)
+
+    async def run() -> CallOutcome:
+        return await compressor.acall(state, model.acall, event=event)
+
+    return anyio.run(run)
+
+
+def _plain(role: str, text: str) -> Message:
+    return Message(role=role, content=text)  # no id: known by its content hash
+
+
+def look_alike_history() -> list[Message]:
+    """Prose without ids, ending ``A"ok", U"continue", U"IMPORTANT: use postgres",
+    A"ok", U"continue"``: an L2 round keeps the last four, so the pair around its
+    cutoff (``A"ok", U"continue"``) occurs again three messages later."""
+    prose = [attrs.evolve(m, id=None) for m in history(10, 120)]
+    tail = [
+        ("assistant", "ok"),
+        ("user", "continue"),
+        ("user", "IMPORTANT: use postgres"),
+        ("assistant", "ok"),
+        ("user", "continue"),
+    ]
+    return [*prose, *(_plain(role, text) for role, text in tail)]
+
+
+class TestLookAlikeAnchors:
+    """Messages without ids are known by content hashes, which look-alike messages
+    share: the event is moved only where its place is certain, else dropped."""
+
+    @pytest.mark.parametrize("mode", ["sync", "async"])
+    def test_removing_the_oldest_never_anchors_on_a_look_alike_pair(
+        self, mode: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """After the 3 oldest (summarized) messages are removed, the look-alike pair
+        sits where the cutoff was. ARS does not trust it (the history no longer starts
+        with the same message; the pair occurs twice): the summary is dropped with a
+        warning and every message, "use postgres" included, reaches the model."""
+        compressor, _ = engine()
+        state = look_alike_history()
+        event, view = l2_round(compressor, state)
+        assert [m.text for m in view[1:]] == [
+            "continue",
+            "IMPORTANT: use postgres",
+            "ok",
+            "continue",
+        ]
+        edited = [*state[3:], _plain("assistant", "ok"), _plain("user", "which database?")]
+        later, emitter = engine(summary_threshold=50)  # no new L2 round after the edit
+        model = ScriptedModel(["postgres"])
+        with caplog.at_level(logging.WARNING, logger="ars"):
+            outcome = _call(later, edited, model, mode, event)
+        assert model.calls[-1] == edited
+        assert outcome.update is not None and outcome.update.clear_event
+        assert "no longer matches" in caplog.text
+        assert [e.phase for e in emitter.events] == ["started", "failed"]
+
+    @pytest.mark.parametrize("mode", ["sync", "async"])
+    def test_a_unique_look_alike_after_the_real_pair_went_is_not_trusted(self, mode: str) -> None:
+        """The first kept message is removed, so the real pair is gone and the
+        look-alike pair is the only one left: the summarized messages before it are
+        not the ones the event remembers, so it is dropped, not moved past "use
+        postgres"."""
+        compressor, _ = engine()
+        state = look_alike_history()
+        event, _ = l2_round(compressor, state)
+        edited = [*state[: event.cutoff], *state[event.cutoff + 1 :], _plain("user", "db?")]
+        later, _ = engine(summary_threshold=50)
+        model = ScriptedModel(["postgres"])
+        outcome = _call(later, edited, model, mode, event)
+        assert model.calls[-1] == edited
+        assert outcome.update is not None and outcome.update.clear_event
+
+    @pytest.mark.parametrize("mode", ["sync", "async"])
+    def test_an_unedited_history_of_look_alikes_keeps_its_summary(self, mode: str) -> None:
+        """Nothing edited: the anchor (pair, window, first message) is where it was,
+        the summary stays and nothing is persisted."""
+        compressor, _ = engine()
+        state = look_alike_history()
+        event, _ = l2_round(compressor, state)
+        assert event.anchor is not None and len(event.anchor.window) == 4
+        state = [*state, _plain("assistant", "ok"), _plain("user", "continue")]
+        later, _ = engine(summary_threshold=50)
+        model = ScriptedModel(["ok"])
+        outcome = _call(later, state, model, mode, event)
+        assert model.calls[-1] == [event.summary_message, *state[event.cutoff :]]
+        assert outcome.update is None
+
+    def test_an_anchor_stored_before_windows_is_moved_only_when_unique(self) -> None:
+        """An event stored by an older version (a pair without window) is not moved
+        onto one of two look-alike pairs either."""
+        compressor, _ = engine()
+        state = look_alike_history()
+        event, _ = l2_round(compressor, state)
+        raw = event.to_dict()
+        raw["anchor"] = {"last": raw["anchor"]["last"], "next": raw["anchor"]["next"]}
+        legacy = SummarizationEvent.from_dict(raw)
+        # the oldest removed and the pair found twice at or before the old place
+        edited = [*state[3:], _plain("user", "db?")]
+        later, _ = engine(summary_threshold=50)
+        model = ScriptedModel(["ok"])
+        later.call(edited, model, event=legacy)
+        assert model.calls[-1][-4:] == edited[-4:]
+        assert any(m.text == "IMPORTANT: use postgres" for m in model.calls[-1])
+
+
 class TestBadCutoffs:
     """An event whose cutoff is outside the history is dropped, never applied."""
 
@@ -285,6 +400,7 @@ class EditedHistoryMachine(RuleBasedStateMachine):
         self.covered: set[str] = set()  # identities of the messages the summary covers
         # the last covered and first uncovered message when the summary was last seen valid
         self.boundary: tuple[str | None, str | None] = (None, None)
+        self.window: tuple[str, ...] = ()  # the summarized messages just before the boundary
         self.with_ids = True
         # per machine, so that every example replays identically
         self.counter = itertools.count(100_000)
@@ -379,16 +495,22 @@ class EditedHistoryMachine(RuleBasedStateMachine):
                 if had_event and had_covered and uncovered:
                     # dropped although covered and uncovered messages remain: only
                     # when the messages on both sides of the old boundary are gone
-                    # (by id), or one of them (by content hash: a look-alike message
-                    # could match the other, so ARS does not guess)
+                    # (by id), or one of them or of the summarized messages just before
+                    # the boundary (by content hash: look-alike messages share a hash,
+                    # so ARS moves the event only where the window around it matches)
                     present = set(self.boundary) & set(keys)
-                    assert not present if self.with_ids else present != set(self.boundary)
+                    if self.with_ids:
+                        assert not present
+                    else:
+                        window_gone = not set(self.window) <= set(keys)
+                        assert present != set(self.boundary) or window_gone
                 self.covered = set()
             else:
                 assert view == [self.event.summary_message, *uncovered]
         if self.event is not None:
             last = max(i for i, k in enumerate(keys) if k in self.covered)
             self.boundary = (keys[last], keys[last + 1] if last + 1 < len(keys) else None)
+            self.window = tuple(keys[max(0, last + 1 - ANCHOR_WINDOW) : last + 1])
         assert view[-1] == self.state[-1], "the newest message did not reach the model"
         self._pairs_intact(view)
 

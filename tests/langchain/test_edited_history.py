@@ -148,3 +148,73 @@ def test_edited_thread_sends_every_unsummarized_message_async(
 
     before, after, chunks = asyncio.run(run())
     check(kind, model, before, after, custom_events(chunks))
+
+
+LOOK_ALIKE = ["continue", "IMPORTANT: use postgres", "continue"]
+
+
+def look_alike_setup() -> tuple[FakeToolChatModel, Any]:
+    """Prose turns (L2 on the third and fifth), then turns whose messages look alike:
+    ``U"continue" A"ok" U"IMPORTANT: use postgres" A"ok" U"continue" A"ok"``, all
+    sent without ids."""
+    answers = [AIMessage(prose(f"answer {i}", 133)) for i in range(TURNS)]
+    answers += [AIMessage("ok") for _ in range(len(LOOK_ALIKE) + 1)]
+    return FakeToolChatModel(answers), setup("look-alike")[1]
+
+
+def look_alike_turns() -> list[dict[str, Any]]:
+    prose_turns = [{"messages": [HumanMessage(prose(f"question {i}", 133))]} for i in range(TURNS)]
+    return [*prose_turns, *({"messages": [HumanMessage(t)]} for t in LOOK_ALIKE)]
+
+
+def check_look_alike(model: FakeToolChatModel, before: dict[str, Any]) -> None:
+    """ "use postgres" reaches the model after the 3 oldest were removed (LangGraph's
+    ``add_messages`` gives every message an id, which ARS anchors on)."""
+    assert all(m.id for m in before["messages"])
+    sent = [m.content for m in model.main_calls[-1]]
+    assert "IMPORTANT: use postgres" in sent and sent[-1] == "which database?"
+
+
+@pytest.mark.parametrize("saver_kind", SAVERS)
+def test_removing_the_3_oldest_never_skips_a_message_among_look_alikes_sync(
+    saver_kind: str, tmp_path: Path, request: pytest.FixtureRequest, thread_id: str
+) -> None:
+    """Messages sent without ids, look-alike pairs around the cutoff, then
+    ``RemoveMessage`` of the 3 oldest: the next call sends "use postgres"."""
+    model, mw = look_alike_setup()
+    cfg = {"configurable": {"thread_id": thread_id}}
+    with make_saver(saver_kind, tmp_path, request) as saver:
+        agent = build_agent(model, mw)(saver)
+        for t in look_alike_turns():
+            agent.invoke(t, cfg)
+        before = dict(agent.get_state(cfg).values)
+        assert before["_summarization_event"] is not None
+        agent.update_state(
+            cfg, {"messages": [RemoveMessage(id=m.id) for m in before["messages"][:3]]}
+        )
+        agent.invoke({"messages": [HumanMessage("which database?")]}, cfg)
+    check_look_alike(model, before)
+
+
+@pytest.mark.parametrize("saver_kind", SAVERS)
+def test_removing_the_3_oldest_never_skips_a_message_among_look_alikes_async(
+    saver_kind: str, tmp_path: Path, request: pytest.FixtureRequest, thread_id: str
+) -> None:
+    """Async twin on the async savers."""
+    model, mw = look_alike_setup()
+    cfg = {"configurable": {"thread_id": thread_id}}
+    url = request.getfixturevalue("pg_setup") if saver_kind == "postgres" else None
+
+    async def run() -> dict[str, Any]:
+        async with async_saver(saver_kind, tmp_path, url) as saver:
+            agent = build_agent(model, mw)(saver)
+            for t in look_alike_turns():
+                await agent.ainvoke(t, cfg)
+            before = dict((await agent.aget_state(cfg)).values)
+            assert before["_summarization_event"] is not None
+            removed = [RemoveMessage(id=m.id) for m in before["messages"][:3]]
+            await agent.aupdate_state(cfg, {"messages": removed})
+            await agent.ainvoke({"messages": [HumanMessage("which database?")]}, cfg)
+            return before
+
+    check_look_alike(model, asyncio.run(run()))

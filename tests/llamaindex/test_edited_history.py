@@ -14,7 +14,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.storage.chat_store import SimpleChatStore
 from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
 
-from ars_core import FsspecBackend
+from ars_core import FsspecBackend, read_archive
 from ars_core.testing import FakeSummarizer
 from ars_llamaindex import ArsMemory
 from tests.llamaindex.helpers import dumps, prose
@@ -120,3 +120,72 @@ def test_a_corrupt_stored_record_is_ignored_with_a_warning(
         view = memory.get() if mode == "sync" else asyncio.run(memory.aget())
     assert dumps(view) == dumps(history)
     assert "ignoring a corrupt summarization record" in caplog.text
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("store_kind", ["simple", "sqlalchemy"])
+def test_deleting_the_oldest_rows_never_anchors_on_a_look_alike_pair(
+    store_kind: str,
+    mode: str,
+    tmp_path: Path,
+    file_backend: FsspecBackend,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """LlamaIndex messages carry no ids: ARS knows them by content hash. An L2 round
+    cuts between ``A"ok"`` and ``U"continue"``; the chat goes on with ``U"IMPORTANT:
+    use postgres", A"ok", U"continue"``, a look-alike of that pair; then the 3 oldest
+    stored messages are deleted, which puts the look-alike pair where the cutoff was.
+    The summary is not moved onto it: it is dropped with a warning, and "use
+    postgres" is in the next view or in the archive of the round that summarizes it
+    again, never lost."""
+
+    def said(*turns: tuple[str, str]) -> list[ChatMessage]:
+        return [ChatMessage(role=role, content=text) for role, text in turns]
+
+    history = [*conversation(8), *said(("assistant", "ok"), ("user", "continue"))]
+    goes_on = said(("user", "IMPORTANT: use postgres"), ("assistant", "ok"), ("user", "continue"))
+    later = said(("assistant", "sure"), ("user", "which database?"))
+    store = make_store(store_kind, tmp_path)
+    memory = memory_for(store, file_backend)
+
+    def delete_oldest() -> None:
+        if store_kind == "simple":
+            for _ in range(3):
+                store.delete_message(KEY, 0)
+        else:
+            memory._store._loop.run(store.delete_oldest_messages(KEY, 3))
+
+    def run_sync() -> tuple[Any, list[ChatMessage], Any]:
+        memory.set(history)
+        memory.get()
+        event = memory.get_event()
+        memory.put_messages(goes_on)
+        delete_oldest()
+        memory.put_messages(later)
+        return event, memory.get(), memory.get_event()
+
+    async def run_async() -> tuple[Any, list[ChatMessage], Any]:
+        await memory.aset(history)
+        await memory.aget()
+        event = await memory.aget_event()
+        await memory.aput_messages(goes_on)
+        if store_kind == "simple":
+            delete_oldest()
+        else:
+            await store.delete_oldest_messages(KEY, 3)
+        await memory.aput_messages(later)
+        return event, await memory.aget(), await memory.aget_event()
+
+    with caplog.at_level(logging.WARNING, logger="ars"):
+        event, view, after = run_sync() if mode == "sync" else asyncio.run(run_async())
+    assert event is not None and [m.content for m in history[event.cutoff - 1 :]] == [
+        "ok",
+        "continue",
+    ]
+    assert "no longer matches" in caplog.text
+    texts = [m.content or "" for m in view]
+    if "IMPORTANT: use postgres" not in texts:  # summarized again: then it is in the archive
+        assert after is not None and after.file_path is not None
+        archived = read_archive(file_backend, after.file_path)
+        assert "IMPORTANT: use postgres" in [m.text for m in archived]
+    assert texts[-1] == "which database?"
