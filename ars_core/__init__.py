@@ -55,6 +55,7 @@ from .messages import (
     read_messages,
     to_openai,
 )
+from .options import CallOptions
 from .plugins import get_estimator, get_file_backend, get_plugin_manager, get_summarizer
 from .retention import Retention, audit_retention, task_retention, task_statement
 from .round import CompressionRound
@@ -83,6 +84,7 @@ __all__ = [
     "ArsError",
     "AsyncSummarizer",
     "CachingEstimator",
+    "CallOptions",
     "CallOutcome",
     "CallableSummarizer",
     "Compaction",

@@ -34,6 +34,7 @@ from .files import FileBackend, FsspecBackend
 from .flow import CallOutcome, StateUpdate, flow
 from .l1 import ARG_CHAR_LIMIT, TRUNCATE_TOOLS
 from .messages import CheckedHistories, Message
+from .options import CallOptions
 from .resolve import (
     BackendLike,
     EstimatorLike,
@@ -52,7 +53,7 @@ log = logging.getLogger("ars")
 
 class CompactOptions(TypedDict, total=False):
     """The keyword arguments :meth:`Compressor.compact_round` passes on to
-    :meth:`Compressor.compact`."""
+    :meth:`Compressor.compact` (one by one, or as one ``options``)."""
 
     event: SummarizationEvent | None
     system: Message | str | None
@@ -61,10 +62,12 @@ class CompactOptions(TypedDict, total=False):
     summarizer: SummarizerLike | None
     backend: FileBackend | None
     thread: str | None
+    options: CallOptions | None
 
 
 class CompactNowOptions(TypedDict, total=False):
-    """The keyword arguments of :meth:`Compressor.compact_now`."""
+    """The keyword arguments of :meth:`Compressor.compact_now` (one by one, or
+    as one ``options``)."""
 
     event: SummarizationEvent | None
     system: Message | str | None
@@ -73,6 +76,7 @@ class CompactNowOptions(TypedDict, total=False):
     backend: FileBackend | None
     emitter: EventEmitter | None
     thread: str | None
+    options: CallOptions | None
 
 
 @attrs.frozen
@@ -218,6 +222,7 @@ class Compressor:
         emitter: EventEmitter | None = None,
         thread: str | None = None,
         requested: bool = False,
+        options: CallOptions | None = None,
     ) -> CallOutcome:
         """Run one model call through ARS, synchronously.
 
@@ -228,11 +233,15 @@ class Compressor:
         compression round had started); overflow errors trigger forced
         compression first. ``requested`` runs an L2 round before this call
         whatever the size (the compaction tool asked for it), when there is
-        something to summarize.
+        something to summarize. ``options`` holds any of these keyword
+        arguments as one :class:`~ars_core.CallOptions` (a keyword given here
+        wins over its field).
         """
+        given = (event, system, tools, summarizer, backend, emitter, thread, requested)
+        o = _merged(options, *given)
         msgs = self._as_messages(messages)
-        steps = flow(self, msgs, event, system, tools, thread=thread, requested=requested)
-        return run_sync(steps, self._effects(call_model, summarizer, backend, emitter))
+        steps = flow(self, msgs, o.event, o.system, o.tools, thread=o.thread, requested=o.requested)
+        return run_sync(steps, self._effects(call_model, o.summarizer, o.backend, o.emitter))
 
     async def acall(
         self,
@@ -247,13 +256,16 @@ class Compressor:
         emitter: EventEmitter | None = None,
         thread: str | None = None,
         requested: bool = False,
+        options: CallOptions | None = None,
     ) -> CallOutcome:
         """Async twin of :meth:`call`: archive and summary run concurrently.
         Large new content is counted and trimmed in a worker thread, never on
         the event loop."""
-        effects = self._effects(call_model, summarizer, backend, emitter)
+        given = (event, system, tools, summarizer, backend, emitter, thread, requested)
+        o = _merged(options, *given)
+        effects = self._effects(call_model, o.summarizer, o.backend, o.emitter)
         return await self._arun(
-            messages, event, system, tools, thread, False, effects, requested=requested
+            messages, o.event, o.system, o.tools, o.thread, False, effects, requested=o.requested
         )
 
     def compact(
@@ -270,6 +282,7 @@ class Compressor:
         thread: str | None = None,
         hold_events: bool = False,
         requested: bool = False,
+        options: CallOptions | None = None,
     ) -> CallOutcome:
         """Build the view for the next model call without calling a model.
 
@@ -279,13 +292,24 @@ class Compressor:
         nothing is delivered: the caller delivers ``outcome.events`` with
         :func:`deliver_event` once its own model call has succeeded or failed
         (:meth:`compact_round` does that bookkeeping). ``requested`` runs L2
-        now, whatever the size (see :meth:`compact_now`).
+        now, whatever the size (see :meth:`compact_now`). ``options``: see
+        :meth:`call`.
         """
+        given = (event, system, tools, summarizer, backend, emitter, thread, requested, force)
+        o = _merged(options, *given)
         msgs = self._as_messages(messages)
         steps = flow(
-            self, msgs, event, system, tools, thread=thread, forced=force, requested=requested
+            self,
+            msgs,
+            o.event,
+            o.system,
+            o.tools,
+            thread=o.thread,
+            forced=o.force,
+            requested=o.requested,
         )
-        return run_sync(steps, self._effects(None, summarizer, backend, emitter, hold_events))
+        effects = self._effects(None, o.summarizer, o.backend, o.emitter, hold_events)
+        return run_sync(steps, effects)
 
     async def acompact(
         self,
@@ -301,11 +325,14 @@ class Compressor:
         thread: str | None = None,
         hold_events: bool = False,
         requested: bool = False,
+        options: CallOptions | None = None,
     ) -> CallOutcome:
         """Async twin of :meth:`compact`."""
-        effects = self._effects(None, summarizer, backend, emitter, hold_events)
+        given = (event, system, tools, summarizer, backend, emitter, thread, requested, force)
+        o = _merged(options, *given)
+        effects = self._effects(None, o.summarizer, o.backend, o.emitter, hold_events)
         return await self._arun(
-            messages, event, system, tools, thread, force, effects, requested=requested
+            messages, o.event, o.system, o.tools, o.thread, o.force, effects, requested=o.requested
         )
 
     async def _arun(
@@ -342,7 +369,7 @@ class Compressor:
     def compact_now(
         self,
         messages: Sequence[Message | Mapping[str, Any]],
-        **options: Unpack[CompactNowOptions],
+        **kwargs: Unpack[CompactNowOptions],
     ) -> Compaction:
         """Run an L2 round now, whatever the size (between turns, on demand):
         the older messages are archived and summarized, the latest
@@ -350,16 +377,16 @@ class Compressor:
         then ``completed`` or ``failed``); the caller persists
         ``result.update``. With nothing to summarize it is a no-op that says so
         (``result.compacted`` is false)."""
-        outcome = self.compact(messages, requested=True, **options)
+        outcome = self.compact(messages, requested=True, **kwargs)
         return Compaction.of(outcome, self.config.summary_keep_messages)
 
     async def acompact_now(
         self,
         messages: Sequence[Message | Mapping[str, Any]],
-        **options: Unpack[CompactNowOptions],
+        **kwargs: Unpack[CompactNowOptions],
     ) -> Compaction:
         """Async twin of :meth:`compact_now`."""
-        outcome = await self.acompact(messages, requested=True, **options)
+        outcome = await self.acompact(messages, requested=True, **kwargs)
         return Compaction.of(outcome, self.config.summary_keep_messages)
 
     def compact_round(
@@ -367,26 +394,35 @@ class Compressor:
         messages: Sequence[Message | Mapping[str, Any]],
         *,
         emitter: EventEmitter | None = None,
-        **options: Unpack[CompactOptions],
+        **kwargs: Unpack[CompactOptions],
     ) -> CompressionRound:
         """:meth:`compact` (same keyword arguments), with the round's events held
         until the caller's own model call succeeded or failed, delivered to
         ``emitter`` (see :class:`~ars_core.CompressionRound`)."""
-        outcome = self.compact(messages, hold_events=True, **options)
-        return CompressionRound(outcome, deliver=self._deliverer(emitter))
+        outcome = self.compact(messages, hold_events=True, **kwargs)
+        return CompressionRound(outcome, deliver=self._round_deliverer(emitter, kwargs))
 
     async def acompact_round(
         self,
         messages: Sequence[Message | Mapping[str, Any]],
         *,
         emitter: EventEmitter | None = None,
-        **options: Unpack[CompactOptions],
+        **kwargs: Unpack[CompactOptions],
     ) -> CompressionRound:
         """Async twin of :meth:`compact_round`."""
-        outcome = await self.acompact(messages, hold_events=True, **options)
-        return CompressionRound(outcome, deliver=self._deliverer(emitter))
+        outcome = await self.acompact(messages, hold_events=True, **kwargs)
+        return CompressionRound(outcome, deliver=self._round_deliverer(emitter, kwargs))
 
     # ------------------------------------------------------------ shells
+
+    def _round_deliverer(
+        self, emitter: EventEmitter | None, kwargs: CompactOptions
+    ) -> Callable[[CompressionEvent], None]:
+        """A held round's delivery: to ``emitter``, else the ``options``' emitter."""
+        options = kwargs.get("options")
+        if emitter is None and options is not None:
+            emitter = options.emitter
+        return self._deliverer(emitter)
 
     def _deliverer(self, emitter: EventEmitter | None) -> Callable[[CompressionEvent], None]:
         """Delivery to ``emitter`` (or the engine's) and to the plugin observers."""
@@ -412,6 +448,33 @@ class Compressor:
             written=self._written,
             archives=self._archives,
         )
+
+
+def _merged(
+    options: CallOptions | None,
+    event: SummarizationEvent | None,
+    system: Message | str | None,
+    tools: Tools | None,
+    summarizer: SummarizerLike | None,
+    backend: FileBackend | None,
+    emitter: EventEmitter | None,
+    thread: str | None,
+    requested: bool,
+    force: bool = False,
+) -> CallOptions:
+    """``options`` with the keyword arguments an entry point was given one by one."""
+    return CallOptions.merge(
+        options,
+        event=event,
+        system=system,
+        tools=tools,
+        summarizer=summarizer,
+        backend=backend,
+        emitter=emitter,
+        thread=thread,
+        requested=requested,
+        force=force,
+    )
 
 
 def _hold(event: CompressionEvent) -> None:

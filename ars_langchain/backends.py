@@ -34,8 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from ars_core import FileBackend, FileBackendError, FsspecBackend, check_path
-from ars_core.files import DEFAULT_READ_ONLY, decode_text, encode_text, scope_name
-from ars_core.layout import OUTPUT_FOLDERS, output_folder
+from ars_core.adapter import (
+    DEFAULT_READ_ONLY,
+    OUTPUT_FOLDERS,
+    decode_text,
+    encode_text,
+    output_folder,
+    scope_name,
+)
 
 __all__ = [
     "ARS_FOLDERS",

@@ -27,8 +27,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.types import Command
 
 from ars_core import Compaction, effective_messages
-from ars_core.events import check_event
-from ars_core.flow import can_compact
+from ars_core.adapter import can_compact, check_event
 
 from .convert import to_core
 from .middleware import (
@@ -105,7 +104,7 @@ def compact_now(
     values = graph.get_state(config).values
     call = middleware._between_turns(values, config, model, context)
     result = call.session.compressor.compact_now(
-        call.messages, emitter=middleware._emit, **_options(call)
+        call.messages, options=call.options(middleware._emit)
     )
     if update := middleware._state_update(call, result.update):
         graph.update_state(config, update)
@@ -124,14 +123,8 @@ async def acompact_now(
     values = (await graph.aget_state(config)).values
     call = middleware._between_turns(values, config, model, context)
     result = await call.session.compressor.acompact_now(
-        call.messages, emitter=middleware._emit, **_options(call)
+        call.messages, options=call.options(middleware._emit)
     )
     if update := middleware._state_update(call, result.update):
         await graph.aupdate_state(config, update)
     return result
-
-
-def _options(call: Any) -> dict[str, Any]:
-    options: dict[str, Any] = call.engine_options()
-    options.pop("requested", None)
-    return options

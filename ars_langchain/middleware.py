@@ -51,6 +51,7 @@ from langgraph.types import Command
 
 from ars_core import (
     ArsError,
+    CallOptions,
     CallOutcome,
     CompressionEvent,
     Compressor,
@@ -63,10 +64,15 @@ from ars_core import (
     Usage,
     is_context_overflow,
 )
-from ars_core.config import CONFIG_FIELDS
-from ars_core.messages import MARK_SUMMARY
-from ars_core.resolve import CallableEstimator, EstimatorLike
-from ars_core.typing import EventEmitter, OverflowClassifier, SummarizerLike
+from ars_core.adapter import (
+    CONFIG_FIELDS,
+    MARK_SUMMARY,
+    CallableEstimator,
+    EstimatorLike,
+    EventEmitter,
+    OverflowClassifier,
+    SummarizerLike,
+)
 
 from .backends import READ_TOOL_ARGS, BackendResolver, BackendSource
 from .convert import HistoryConverter, from_core, to_core, tool_schemas
@@ -203,17 +209,18 @@ class _Call:
     thread: str
     requested: bool = False  # the compaction tool asked for an L2 round
 
-    def engine_options(self) -> dict[str, Any]:
-        """The keyword arguments of ``Compressor.call``/``acall`` for this call."""
-        return {
-            "event": self.event,
-            "system": self.system,
-            "tools": self.tools,
-            "summarizer": self.summarizer,
-            "backend": self.backend,
-            "thread": self.thread,
-            "requested": self.requested,
-        }
+    def options(self, emitter: EventEmitter) -> CallOptions:
+        """What the engine gets for this call (``call``, ``compact_now``...)."""
+        return CallOptions(
+            event=self.event,
+            system=self.system,
+            tools=self.tools,
+            summarizer=self.summarizer,
+            backend=self.backend,
+            emitter=emitter,
+            thread=self.thread,
+            requested=self.requested,
+        )
 
 
 class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
@@ -620,7 +627,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             return handler(self._view(request, call, view))
 
         outcome = call.session.compressor.call(
-            call.messages, call_model, emitter=self._emit, **call.engine_options()
+            call.messages, call_model, options=call.options(self._emit)
         )
         return self._finish(call, outcome)  # type: ignore[no-any-return]
 
@@ -635,7 +642,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             return await handler(self._view(request, call, view))
 
         outcome = await call.session.compressor.acall(
-            call.messages, call_model, emitter=self._emit, **call.engine_options()
+            call.messages, call_model, options=call.options(self._emit)
         )
         return self._finish(call, outcome)  # type: ignore[no-any-return]
 

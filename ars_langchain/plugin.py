@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ars_core.errors import ConfigError
-from ars_core.hookspecs import hookimpl
+from ars_core import ConfigError, hookimpl
 
 __all__ = ["resolve_summarizer"]
 

@@ -17,7 +17,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
 
 from ars_core import ApproxEstimator, Message, SummaryResult, Usage
-from ars_core.summarize import render_prompt
+from ars_core.adapter import render_prompt
 
 __all__ = ["SUMMARY_TAG", "ChatModel", "ChatModelSummarizer", "usage_from_metadata"]
 

@@ -54,6 +54,8 @@ from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore
 
 from ars_core import (
     ArsError,
+    AsyncSummarizer,
+    CallOptions,
     CallOutcome,
     Compaction,
     CompressionEvent,
@@ -65,18 +67,21 @@ from ars_core import (
     Message,
     MessageFormatError,
     SummarizationEvent,
+    Summarizer,
     SummaryConfig,
     message_from_dict,
     message_to_dict,
 )
-from ars_core.config import CONFIG_FIELDS
-from ars_core.engine import CompactNowOptions, deliver_event
-from ars_core.errors import is_context_overflow
-from ars_core.events import check_event
-from ars_core.files import text_sha256
-from ars_core.resolve import resolve_backend
-from ars_core.summarize import AsyncSummarizer, Summarizer
-from ars_core.typing import SummarizerLike
+from ars_core.adapter import (
+    CONFIG_FIELDS,
+    EventEmitter,
+    SummarizerLike,
+    check_event,
+    deliver_event,
+    is_context_overflow,
+    resolve_backend,
+    text_sha256,
+)
 
 from .convert import system_text, to_core_messages, tool_schemas
 from .events import EventCallback, dispatch
@@ -428,20 +433,25 @@ class ArsMemory(BaseMemory):
         schemas = tool_schemas(tools) if tools is not None else self._tools
         return system, schemas
 
-    def _compact_options(
-        self, state: _State, force: bool, system_prompt: SystemPrompt, tools: Sequence[Any] | None
-    ) -> dict[str, Any]:
-        """What :meth:`Compressor.compact` gets, sync or async: the events are held
-        (the :class:`CompactionRound` delivers them after the model call)."""
+    def _options(
+        self,
+        state: _State,
+        system_prompt: SystemPrompt,
+        tools: Sequence[Any] | None,
+        *,
+        force: bool = False,
+        emitter: EventEmitter | None = None,
+    ) -> CallOptions:
+        """What the engine gets for a round or a compaction, sync or async."""
         system, schemas = self._extras(system_prompt, tools)
-        return {
-            "event": state.event,
-            "system": system,
-            "tools": schemas,
-            "force": force,
-            "hold_events": True,
-            "thread": self.chat_store_key,
-        }
+        return CallOptions(
+            event=state.event,
+            system=system,
+            tools=schemas,
+            force=force,
+            emitter=emitter,
+            thread=self.chat_store_key,
+        )
 
     def _round(self, state: _State, outcome: CallOutcome) -> CompactionRound:
         return CompactionRound(
@@ -462,8 +472,11 @@ class ArsMemory(BaseMemory):
         """Build the view (persisting a new event, if any) and hold its stream
         events back; see :class:`CompactionRound`."""
         state = self._load()
-        options = self._compact_options(state, force, system_prompt, tools)
-        rnd = self._round(state, self._compressor.compact(state.core, **options))
+        options = self._options(state, system_prompt, tools, force=force)
+        # the events are held: the CompactionRound delivers them after the model call
+        rnd = self._round(
+            state, self._compressor.compact(state.core, hold_events=True, options=options)
+        )
         with rnd.failing():  # the event could not be persisted: the round failed
             if (record := self._record(state, rnd.outcome)) is not None:
                 self._store.add(self.event_key, [record])
@@ -478,8 +491,9 @@ class ArsMemory(BaseMemory):
     ) -> CompactionRound:
         """Async twin of :meth:`compact_round` (archive and summary run concurrently)."""
         state = await self._aload()
-        options = self._compact_options(state, force, system_prompt, tools)
-        rnd = self._round(state, await self._compressor.acompact(state.core, **options))
+        options = self._options(state, system_prompt, tools, force=force)
+        outcome = await self._compressor.acompact(state.core, hold_events=True, options=options)
+        rnd = self._round(state, outcome)
         with rnd.failing():
             if (record := self._record(state, rnd.outcome)) is not None:
                 await self._store.aadd(self.event_key, [record])
@@ -520,8 +534,9 @@ class ArsMemory(BaseMemory):
         delivered at once. With nothing to summarize nothing changes and the
         result says so (``compacted`` is false)."""
         state = self._load()
-        options = self._compact_now_options(state, system_prompt, tools)
-        result = self._compressor.compact_now(state.core, **options)
+        result = self._compressor.compact_now(
+            state.core, options=self._now_options(state, system_prompt, tools)
+        )
         if (record := self._record(state, result.outcome)) is not None:
             self._store.add(self.event_key, [record])
         return result
@@ -531,23 +546,18 @@ class ArsMemory(BaseMemory):
     ) -> Compaction:
         """Async twin of :meth:`compact_now` (archive and summary run concurrently)."""
         state = await self._aload()
-        options = self._compact_now_options(state, system_prompt, tools)
-        result = await self._compressor.acompact_now(state.core, **options)
+        options = self._now_options(state, system_prompt, tools)
+        result = await self._compressor.acompact_now(state.core, options=options)
         if (record := self._record(state, result.outcome)) is not None:
             await self._store.aadd(self.event_key, [record])
         return result
 
-    def _compact_now_options(
+    def _now_options(
         self, state: _State, system_prompt: SystemPrompt, tools: Sequence[Any] | None
-    ) -> CompactNowOptions:
-        system, schemas = self._extras(system_prompt, tools)
-        return {
-            "event": state.event,
-            "system": system,
-            "tools": schemas,
-            "emitter": lambda e: dispatch(e, self.chat_store_key, self._on_event),
-            "thread": self.chat_store_key,
-        }
+    ) -> CallOptions:
+        """An on-demand round's options: its events are delivered at once."""
+        emitter: EventEmitter = lambda e: dispatch(e, self.chat_store_key, self._on_event)  # noqa: E731
+        return self._options(state, system_prompt, tools, emitter=emitter)
 
     # ------------------------------------------------------------ BaseMemory
 

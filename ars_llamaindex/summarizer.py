@@ -22,7 +22,7 @@ from llama_index.core.llms import LLM
 from llama_index_instrumentation.dispatcher import active_instrument_tags, instrument_tags
 
 from ars_core import ApproxEstimator, Estimator, Message, SummaryResult, Usage
-from ars_core.summarize import render_prompt
+from ars_core.adapter import render_prompt
 
 __all__ = ["SUMMARY_TAGS", "LLMSummarizer", "response_usage"]
 

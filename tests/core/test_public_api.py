@@ -26,6 +26,7 @@ PUBLIC = sorted(
         "ArsError",
         "AsyncSummarizer",
         "CachingEstimator",
+        "CallOptions",
         "CallOutcome",
         "CallableSummarizer",
         "Compaction",

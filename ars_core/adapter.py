@@ -1,0 +1,75 @@
+"""The interface for framework adapters: everything an adapter needs from the core.
+
+``ars_langchain`` and ``ars_llamaindex`` import only :mod:`ars_core` (the
+package face) and this module; a third adapter (another agent framework)
+should do the same. What an adapter does around :class:`~ars_core.Compressor`:
+
+1. **convert** the framework's messages to core :class:`~ars_core.Message`
+   records and back (keeping what the core does not model in ``metadata``);
+2. **read the checkpoint**: the stored :class:`~ars_core.SummarizationEvent`
+   (its plain-dict form), checked against the history with :func:`check_event`
+   before anything is decided from it (an edited history re-anchors or drops it);
+3. **call** the engine with one :class:`~ars_core.CallOptions` (``Compressor.call``,
+   ``compact``, ``compact_now``, ``compact_round``, and the async twins);
+4. **persist** the outcome's :class:`~ars_core.StateUpdate` in the framework's
+   state (a new or re-anchored event, tail messages replaced by id, a cleared
+   event) and **deliver** held stream events with :func:`deliver_event`;
+5. **scope files** per conversation thread: a :class:`~ars_core.FileBackend`
+   (:func:`resolve_backend` turns names and URLs into one); ARS writes only
+   under :data:`OUTPUT_FOLDERS` (see :mod:`ars_core.layout`).
+
+Configuration read from a framework's run context uses the field names in
+:data:`CONFIG_FIELDS`; :func:`can_compact` says whether an on-demand round
+has anything to summarize (what a compaction tool answers before scheduling).
+"""
+
+from __future__ import annotations
+
+from .config import CONFIG_FIELDS
+from .engine import deliver_event
+from .errors import is_context_overflow
+from .events import EventCheck, check_event
+from .files import DEFAULT_READ_ONLY, decode_text, encode_text, scope_name, text_sha256
+from .flow import can_compact
+from .hookspecs import hookimpl
+from .layout import OUTPUT_FOLDERS, output_folder
+from .messages import MARK_SUMMARY
+from .options import CallOptions
+from .prompt import render_prompt
+from .resolve import CallableEstimator, resolve_backend
+from .typing import (
+    BackendLike,
+    EstimatorLike,
+    EventEmitter,
+    OverflowClassifier,
+    SummarizerLike,
+    Tools,
+)
+
+__all__ = [
+    "CONFIG_FIELDS",
+    "DEFAULT_READ_ONLY",
+    "MARK_SUMMARY",
+    "OUTPUT_FOLDERS",
+    "BackendLike",
+    "CallOptions",
+    "CallableEstimator",
+    "EstimatorLike",
+    "EventCheck",
+    "EventEmitter",
+    "OverflowClassifier",
+    "SummarizerLike",
+    "Tools",
+    "can_compact",
+    "check_event",
+    "decode_text",
+    "deliver_event",
+    "encode_text",
+    "hookimpl",
+    "is_context_overflow",
+    "output_folder",
+    "render_prompt",
+    "resolve_backend",
+    "scope_name",
+    "text_sha256",
+]
