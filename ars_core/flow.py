@@ -67,7 +67,7 @@ from .events import (
     to_global_cutoff,
 )
 from .l1 import offload_oversized_user_messages, plan_l1
-from .l1_media import offload_inline_media
+from .l1_media import media_offloader, offload_inline_media
 from .l2 import (
     build_summary_message,
     describe_error,
@@ -377,6 +377,7 @@ def _level1(r: _Round) -> Generator[Effect, Any, _L1View]:
         estimator=s.estimator,
         threshold=r.threshold,
         preview_tokens=s.config.summary_tool_result_token_limit,
+        media=media_offloader(s.config.summary_tool_result_token_limit),
     )
     plan = offload_inline_media(plan, tool_token_limit=s.config.summary_tool_result_token_limit)
     failed_writes: set[str] = (yield Write(plan.writes)) if plan.writes else set()

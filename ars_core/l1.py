@@ -289,10 +289,14 @@ def _offload(
     kept: tuple[ContentPart, ...] = ()
     if not isinstance(message.content, str):  # non-text parts (images...) stay in the view
         kept = tuple(p for p in message.content if p.text is None)
-    # what the message costs besides its text (ids, name, kept parts): the preview's frame
-    shell = message_tokens(estimator, message.with_content(kept))
     # the message's count is cached from the trigger: the text is not counted a second time
-    tokens = max(0, message_tokens(estimator, message) - shell)
+    tokens = max(
+        0,
+        message_tokens(estimator, message) - message_tokens(estimator, message.with_content(kept)),
+    )
+    # what the text's message costs besides the text (ids, name): the preview's frame; the
+    # kept media are not charged to the preview (the media rule moves them, not the text's)
+    shell = message_tokens(estimator, message.with_content(""))
     frame = offload_body(path, text, "", tokens, user=user) + "\nPreview:\n"
     preview = fit_head_and_tail(estimator, text, limit, frame, overhead=shell + 1)
     body = offload_body(path, text, preview, tokens, user=user)
@@ -319,6 +323,16 @@ def _offloaded_body(message: Message, estimator: Estimator, limit: int) -> bool:
     )
 
 
+def _text_tokens(estimator: Estimator, m: Message, size: int) -> int:
+    """Tokens of ``m`` without its media parts (``size`` when it has none): a
+    result large only by its images is the media rule's to move, not the text's."""
+    if isinstance(m.content, str) or all(p.text is not None for p in m.content):
+        return size
+    return message_tokens(
+        estimator, m.with_content(tuple(p for p in m.content if p.text is not None))
+    )
+
+
 #: what L1 makes of one message: its view form, the file to write, arguments truncated
 _Planned = tuple[Message, "FileWrite | None", int]
 
@@ -335,7 +349,11 @@ def _plan_message(
         return m, None, 0
     if m.role == "tool":
         size = message_tokens(estimator, m)
-        if size > tool_token_limit and m.text:
+        if (
+            size > tool_token_limit
+            and m.text
+            and _text_tokens(estimator, m, size) > tool_token_limit
+        ):
             new, write = _offload(m, estimator, tool_token_limit)
             if message_tokens(estimator, new) <= size:  # never larger than the original
                 return new, write, 0
@@ -395,28 +413,55 @@ def plan_l1(
     )
 
 
+def _offload_user_message(
+    m: Message,
+    estimator: Estimator,
+    threshold: int,
+    preview_tokens: int,
+    media: Callable[[Message], tuple[Message, dict[str, str]]] | None,
+) -> tuple[Message, tuple[FileWrite, ...]]:
+    """One user message above ``threshold``: its inline media moved to files
+    first (``media``); its text offloaded only when the message is still above
+    ``threshold`` without them, with a preview of the text."""
+    size = message_tokens(estimator, m)
+    new, writes = media(m) if media is not None else (m, {})
+    files = tuple(FileWrite(p, t) for p, t in writes.items())
+    if m.text and message_tokens(estimator, new) > threshold:
+        offloaded, write = _offload(m, estimator, preview_tokens, user=True)
+        new, writes = media(offloaded) if media is not None else (offloaded, {})
+        files = (write, *(FileWrite(p, t) for p, t in writes.items()))
+    if new is m or message_tokens(estimator, new) >= size:
+        return m, ()
+    return new, files
+
+
 def offload_oversized_user_messages(
-    plan: L1Plan, *, estimator: Estimator, threshold: int, preview_tokens: int
+    plan: L1Plan,
+    *,
+    estimator: Estimator,
+    threshold: int,
+    preview_tokens: int,
+    media: Callable[[Message], tuple[Message, dict[str, str]]] | None = None,
 ) -> L1Plan:
     """``plan`` with every user message above ``threshold`` tokens (the entry
-    threshold: such a message can never be sent whole) offloaded like a large
-    tool result: its text to ``outputs/large_user_messages/user-<sha256>.txt``,
-    a head-and-tail preview within ``preview_tokens`` in the view. The state
-    keeps the original; the same text always maps to the same file."""
-    key = ("l1-user", threshold, preview_tokens, getattr(estimator, "name", "?"))
-    found: list[tuple[int, Message, FileWrite]] = []
+    threshold: such a message can never be sent whole) made smaller in the
+    view: its inline media moved to files first (``media``, see
+    :func:`ars_core.l1_media.offload_media`), answered or not; then, when it is
+    still above ``threshold``, its text offloaded like a large tool result: to
+    ``outputs/large_user_messages/user-<sha256>.txt``, a head-and-tail preview
+    within ``preview_tokens`` in the view. The state keeps the original; the
+    same text always maps to the same file."""
+    key = ("l1-user", threshold, preview_tokens, getattr(estimator, "name", "?"), media)
+    found: list[tuple[int, Message, tuple[FileWrite, ...]]] = []
     for i, m in enumerate(plan.view):
         if m.role != "user" or i in plan.replaced:
             continue
         cached = m._cache.get(key)
         if cached is None:
-            cached = (m, None)
-            size = message_tokens(estimator, m)
-            if size > threshold and m.text and not m.metadata.get(MARK_SUMMARY):
-                new, write = _offload(m, estimator, preview_tokens, user=True)
-                if message_tokens(estimator, new) < size:
-                    cached = (new, write)
+            cached = (m, ())
+            if not m.metadata.get(MARK_SUMMARY) and message_tokens(estimator, m) > threshold:
+                cached = _offload_user_message(m, estimator, threshold, preview_tokens, media)
             m._cache[key] = cached
-        if cached[1] is not None:
+        if cached[1]:
             found.append((i, *cached))
-    return plan.replacing([(i, new, (write,)) for i, new, write in found])
+    return plan.replacing(found)

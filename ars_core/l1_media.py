@@ -19,7 +19,8 @@ view: the model has not seen them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -36,6 +37,7 @@ __all__ = [
     "InlineMedia",
     "inline_media",
     "media_char_limit",
+    "media_offloader",
     "media_reference_text",
     "offload_inline_media",
     "offload_media",
@@ -169,6 +171,13 @@ def offload_media(message: Message, char_limit: int) -> tuple[Message, dict[str,
     if not writes:
         return message, {}
     return message.with_content(parts, **{MARK_MEDIA_OFFLOADED: list(writes)}), writes
+
+
+@functools.cache
+def media_offloader(tool_token_limit: int) -> Callable[[Message], tuple[Message, dict[str, str]]]:
+    """:func:`offload_media` at the limit of ``tool_token_limit`` (one function
+    per limit, so the results cached under it are found again)."""
+    return functools.partial(offload_media, char_limit=media_char_limit(tool_token_limit))
 
 
 def offload_inline_media(plan: L1Plan, *, tool_token_limit: int) -> L1Plan:

@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 
 from ars_core import ApproxEstimator, CallOutcome, Compressor, ContentPart, Message
+from ars_core.estimate import message_tokens
+from ars_core.messages import MARK_OFFLOADED
 from ars_core.testing import FakeSummarizer
 
-from .helpers import assistant, call, memory_backend, small_config, tool, user, words
-from .test_l1_media import run
+from .helpers import assistant, call, files_in, memory_backend, png, small_config, tool, user, words
+from .test_l1_media import b64, run
 
 EST = ApproxEstimator()
 MODES = pytest.mark.parametrize("mode", ["sync", "async"])
@@ -96,7 +98,7 @@ class TestSummaryPromptBoundaries:
         assert "\n\\[previous summary]\n" in prompt
         assert '\n\\-> send_email({"to": "eve@example.org"})' in prompt
         assert "\n\\  [assistant]\n" in prompt
-        assert "no message text can open a new message" in prompt
+        assert "no message text can open a new message" in prompt  # the note
 
     @MODES
     def test_a_tool_name_and_an_image_url_cannot_break_their_line(self, mode: str) -> None:
@@ -171,3 +173,88 @@ class TestMediaTypes:
         )
         assert "[image: inline data, 4 characters, not shown]" in prompt
         assert "email the customer list" not in prompt
+
+
+def screenshot(seed: str, width: int = 320, height: int = 240) -> ContentPart:
+    """A LangChain v1 PNG screenshot (charged the larger of OpenAI's and Anthropic's cost)."""
+    payload = b64(png(width, height, seed))
+    return ContentPart(
+        type="image", data={"type": "image", "base64": payload, "mime_type": "image/png"}
+    )
+
+
+@pytest.mark.spec("R10", "R12", "R57")
+class TestMediaDoNotHideText:
+    @MODES
+    def test_a_question_over_t_by_six_screenshots_keeps_its_text_and_fits(self, mode: str) -> None:
+        """The newest question (about 60 tokens of text) carries six screenshots
+        of about 255 tokens each: T is 1,024. The screenshots go to files, the
+        question is sent whole (no offload header), and the request fits T."""
+        question = "Why does the login form in these screenshots reject my password? " + words(40)
+        shots = [screenshot(f"shot-{i}") for i in range(6)]
+        asked = Message(role="user", content=(ContentPart(type="text", text=question), *shots))
+        state = [user("I am testing our web app"), assistant("ok, send me what you see"), asked]
+        assert message_tokens(EST, asked) > 1024
+        backend = memory_backend()
+        out = run(mode, Compressor(small_config(), estimator=EST, backend=backend), state)
+        sent = out.view[-1]
+        assert sent.content[0] == ContentPart(type="text", text=question)
+        notes = [p.text or "" for p in sent.content[1:]]
+        assert len(notes) == 6 and all(n.startswith("[ARS: inline image, image/png") for n in notes)
+        assert MARK_OFFLOADED not in sent.metadata
+        assert sorted(files_in(backend).values()) == sorted(str(s.data["base64"]) for s in shots)
+        assert out.tokens_after <= 1024 and EST.count(list(out.view)) <= 1024
+        assert state[-1] is asked and asked.content[1] == shots[0]  # the state keeps them
+
+    @MODES
+    def test_an_offloaded_tool_results_text_keeps_its_preview_beside_a_screenshot(
+        self, mode: str
+    ) -> None:
+        """A browser tool answers with a 500-token log and a 640x480 screenshot
+        (about 765 tokens): the log is offloaded with a head-and-tail preview
+        within the 120-token limit (the image is not charged to it)."""
+        c = call("browser", "c-shot", action="screenshot")
+        log_text = "page log " + words(500, "log") + " LAST: 401 from /login"
+        result = Message(
+            role="tool",
+            content=(ContentPart(type="text", text=log_text), screenshot("s", 640, 480)),
+            tool_call_id=c.id,
+            name="browser",
+            id="t0",
+        )
+        state = [
+            user("open the login page"),
+            assistant("taking a screenshot", c),
+            result,
+            assistant("the login page is shown"),
+            user("now log in"),
+        ]
+        config = small_config(summary_keep_messages=10)
+        out = run(mode, Compressor(config, estimator=EST, backend=memory_backend()), state)
+        body = out.view[2].content[0].text or ""  # type: ignore[union-attr]
+        header, _, preview = body.partition("\nPreview:\n")
+        assert header.startswith("[ARS: tool result offloaded: ")
+        assert preview.startswith("page log context") and preview.endswith("401 from /login")
+        assert EST.count_text(body) <= 120
+
+    @MODES
+    def test_a_short_text_beside_a_large_screenshot_is_not_offloaded(self, mode: str) -> None:
+        """ "Screenshot taken" with a 640x480 image: over the tool-result limit only
+        by its image; the text stays as it is (the image goes to a file once answered)."""
+        c = call("browser", "c-small", action="screenshot")
+        result = Message(
+            role="tool",
+            content=(ContentPart(type="text", text="Screenshot taken"), screenshot("t", 640, 480)),
+            tool_call_id=c.id,
+            name="browser",
+            id="t1",
+        )
+        state = [user("open it " + words(900)), assistant("", c), result, assistant("done")]
+        state.append(user("next"))
+        config = small_config(summary_keep_messages=10)
+        out = run(mode, Compressor(config, estimator=EST, backend=memory_backend()), state)
+        sent = out.view[2]
+        assert out.level == "L1"
+        assert sent.content[0] == ContentPart(type="text", text="Screenshot taken")
+        assert (sent.content[1].text or "").startswith("[ARS: inline image, image/png")
+        assert MARK_OFFLOADED not in sent.metadata

@@ -16,7 +16,7 @@ from ars_core import (
     SummaryConfig,
 )
 from ars_core.config import SUMMARY_PROMPTS
-from ars_core.prompt import render_history
+from ars_core.prompt import HISTORY_FORMAT_NOTE, render_history
 from ars_core.testing import FakeSummarizer
 
 from .helpers import assistant, user, words
@@ -66,7 +66,8 @@ SMALL = {"summary_threshold": 1, "summary_keep_messages": 2, "summary_l2_trigger
 def test_the_default_prompt_sent_to_the_summary_model_is_english() -> None:
     rendered, summarized = _one_round(SummaryConfig(**SMALL))
     assert DEFAULT_SUMMARY_PROMPT == ENGLISH + "{messages}\n</messages>"
-    assert rendered == ENGLISH + render_history(summarized) + "\n</messages>"
+    history = render_history(summarized) + "\n\n" + HISTORY_FORMAT_NOTE
+    assert rendered == ENGLISH + history + "\n</messages>"
     assert "question 0" in rendered  # the history is in it, at {messages}
 
 
@@ -82,7 +83,7 @@ def test_summary_prompt_zh_selects_the_chinese_prompt() -> None:
     assert "使用与对话相同的语言。" in CHINESE_SUMMARY_PROMPT
     rendered, summarized = _one_round(SummaryConfig(**SMALL, summary_prompt="zh"))
     head, tail = CHINESE_SUMMARY_PROMPT.split("{messages}")
-    assert rendered == head + render_history(summarized) + tail
+    assert rendered == head + render_history(summarized) + "\n\n" + HISTORY_FORMAT_NOTE + tail
 
 
 @pytest.mark.spec("R23")
