@@ -338,13 +338,9 @@ class ArsMemory(BaseMemory):
         record names in the form they were sent."""
         record, event = self._latest_record(records)
         if record is not None and event is not None:
-            for item in record.get("replaced") or ():
-                try:
-                    i = int(item["index"])
-                    if event.cutoff <= i < len(core) and item.get("sha") == _sha(chat[i]):
-                        core[i] = message_from_dict(item["message"])  # what was actually sent
-                except (ArsError, KeyError, TypeError, ValueError) as exc:
-                    log.warning("ARS: ignoring a corrupt trimmed-message record: %s", exc)
+            for i, item in record["replaced"].items():
+                if event.cutoff <= i < len(core) and item["sha"] == _sha(chat[i]):
+                    core[i] = item["form"]  # what was actually sent
         return _State(chat=chat, core=core, event=event, record=record)
 
     def _latest_record(
@@ -358,7 +354,8 @@ class ArsMemory(BaseMemory):
                 if not isinstance(rec, Mapping):
                     raise MessageFormatError("not an ARS record", source="summarization event")
                 raw = rec.get("event")
-                return dict(rec), SummarizationEvent.from_dict(raw) if raw is not None else None
+                event = SummarizationEvent.from_dict(raw) if raw is not None else None
+                return {**rec, "replaced": self._trims(rec.get("replaced"))}, event
             except ArsError as exc:
                 log.warning(
                     "ARS: ignoring a corrupt summarization record of %r: %s",
@@ -366,6 +363,35 @@ class ArsMemory(BaseMemory):
                     exc,
                 )
         return None, None
+
+    def _trims(self, raw: Any) -> dict[int, dict[str, Any]]:
+        """The trimmed-message items of a record, by state index (``index``, ``sha``,
+        ``message``, and ``form``: the message read). An item that is not one is
+        skipped with a warning: the view then sends that stored message as it is."""
+        items = raw if isinstance(raw, list) else ()
+        if raw is not None and not isinstance(raw, list):
+            log.warning(
+                "ARS: ignoring the trimmed messages of a summarization record of %r: "
+                "not a list but %s",
+                self.chat_store_key,
+                type(raw).__name__,
+            )
+        trims: dict[int, dict[str, Any]] = {}
+        for item in items:
+            try:
+                if not isinstance(item, Mapping):
+                    raise TypeError(f"an item is a {type(item).__name__}, not an object")
+                index = item["index"]
+                if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+                    raise ValueError(f"index {index!r} is not a message position")
+                if not isinstance(item.get("sha"), str):
+                    raise ValueError("sha is not a string")
+                form = message_from_dict(item["message"])
+            except (ArsError, KeyError, TypeError, ValueError) as exc:
+                log.warning("ARS: ignoring a corrupt trimmed-message record: %s", exc)
+                continue
+            trims[index] = {**item, "form": form}
+        return trims
 
     def _converted(self, stored: list[ChatMessage]) -> tuple[list[Message], list[ChatMessage]]:
         """The stored messages as core messages, converting only what changed."""
@@ -406,8 +432,12 @@ class ArsMemory(BaseMemory):
             record: dict[str, Any] = {"ars_event_version": _VERSION, "event": None}
             text = "[ARS summarization event dropped: it no longer matched the history]"
             return ChatMessage(role="system", content=text, additional_kwargs={_RECORD_KEY: record})
-        previous = (state.record or {}).get("replaced") or ()
-        replaced = {int(i["index"]): i for i in previous if int(i["index"]) >= event.cutoff}
+        previous: dict[int, dict[str, Any]] = (state.record or {}).get("replaced") or {}
+        replaced = {
+            i: {k: v for k, v in item.items() if k != "form"}
+            for i, item in previous.items()
+            if i >= event.cutoff
+        }
         for i, msg in update.replaced:
             replaced[i] = {"index": i, "sha": _sha(state.chat[i]), "message": message_to_dict(msg)}
         record = {

@@ -189,3 +189,57 @@ def test_deleting_the_oldest_rows_never_anchors_on_a_look_alike_pair(
         archived = read_archive(file_backend, after.file_path)
         assert "IMPORTANT: use postgres" in [m.text for m in archived]
     assert texts[-1] == "which database?"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(
+    "replaced",
+    [5, [{"index": "x"}], [{"index": 3}], ["item"], {"index": 1}, [{"index": True, "sha": "s"}]],
+    ids=["int", "bad-index", "no-sha", "not-an-object", "a-mapping", "bool-index"],
+)
+def test_a_corrupt_replaced_field_breaks_neither_get_nor_the_next_round(
+    mode: str, replaced: Any, file_backend: FsspecBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The stored record's ``replaced`` (the tail messages sent trimmed) is corrupt:
+    ``get`` still sends the summary and every kept message (the stored form), and the
+    next L2 round writes a new record whose ``replaced`` is a clean list."""
+    store = SimpleChatStore()
+    memory = memory_for(store, file_backend)
+    history = conversation(8)
+    more = conversation(20)[16:]
+
+    def corrupt() -> None:
+        records = store.get_messages(memory.event_key)
+        record = records[-1].additional_kwargs["ars_event"]
+        record["replaced"] = replaced
+        store.set_messages(memory.event_key, records)
+
+    def run_sync() -> tuple[Any, list[ChatMessage], Any]:
+        memory.set(history)
+        memory.get()
+        event = memory.get_event()
+        corrupt()
+        view = memory.get()
+        memory.put_messages(more)
+        memory.get()
+        return event, view, memory.get_event()
+
+    async def run_async() -> tuple[Any, list[ChatMessage], Any]:
+        await memory.aset(history)
+        await memory.aget()
+        event = await memory.aget_event()
+        corrupt()
+        view = await memory.aget()
+        await memory.aput_messages(more)
+        await memory.aget()
+        return event, view, await memory.aget_event()
+
+    with caplog.at_level(logging.WARNING, logger="ars.llamaindex"):
+        event, view, after = run_sync() if mode == "sync" else asyncio.run(run_async())
+    assert event is not None
+    assert view[0].content == event.summary_message.text
+    assert dumps(view[1:]) == dumps(history[event.cutoff :])
+    assert "ignoring" in caplog.text and "trimmed" in caplog.text
+    assert after is not None and after.cutoff > event.cutoff
+    newest = store.get_messages(memory.event_key)[-1].additional_kwargs["ars_event"]
+    assert newest["replaced"] == []
