@@ -4,6 +4,7 @@
     nox -s tests -- -k r12 -x    # arguments after ``--`` go to pytest
     nox -s lint typecheck
     nox -s e2e                   # a real model (llama-cpp-python + SmolLM2) and LangGraph's server
+    nox -s soak                  # the fleet soak: workers, kills and store faults (about 5 min)
     nox -s benchmarks -- --help
     nox -s wheel                 # build sdist + wheel, install the wheel in a clean venv, run it
     nox -s tests_core tests_langchain tests_llamaindex   # one extra installed at a time
@@ -111,6 +112,17 @@ def wheel(session: nox.Session) -> None:
             session.error("ars replay wrote no file under replay-out/")
         session.log(f"ars replay from the wheel wrote {len(written)} files under {outside}")
         session.chdir(ROOT)
+
+
+@nox.session(python=PYTHON)
+def soak(session: nox.Session) -> None:
+    """The fleet soak (``pytest -m soak tests/soak``): at least 4 worker processes over 50
+    threads on PostgreSQL and (moto) S3 with SIGKILLs, S3 latency and 5xx bursts, dropped
+    PostgreSQL connections, client disconnects and races; then the same through
+    ``langgraph dev``. Prints its figures; fails on any violated invariant."""
+    _install_project(session)
+    session.install("-e", ".[soak]")
+    session.run("pytest", "-m", "soak", "tests/soak", *session.posargs)
 
 
 # ---------------------------------------------------------------- one extra at a time

@@ -55,15 +55,20 @@ E2E_DIR = Path(__file__).resolve().parent / "e2e"
 _AUTO_MARKERS = {"postgres_url": "postgres", "s3_endpoint": "s3", "llama_server": "e2e"}
 
 
-def _selects_e2e(config: pytest.Config) -> bool:
+SOAK_DIR = Path(__file__).resolve().parent / "soak"
+
+
+def _selects(config: pytest.Config, marker: str) -> bool:
     expr = " ".join(str(config.getoption("markexpr") or "").split())
-    return "e2e" in expr and "not e2e" not in expr
+    return marker in expr and f"not {marker}" not in expr
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """Leave ``tests/e2e`` out unless ``-m`` selects the ``e2e`` marker."""
-    if not _selects_e2e(config) and collection_path.is_relative_to(E2E_DIR):
-        return True
+    """Leave ``tests/e2e`` and ``tests/soak`` out unless ``-m`` selects their marker
+    (``nox -s e2e`` and ``nox -s soak``)."""
+    for directory, marker in ((E2E_DIR, "e2e"), (SOAK_DIR, "soak")):
+        if not _selects(config, marker) and collection_path.is_relative_to(directory):
+            return True
     return None
 
 
