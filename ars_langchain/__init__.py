@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         event_from_state,
         event_to_state,
     )
+    from .redirect import ArsFileRedirectMiddleware
     from .stream import (
         DEFAULT_STREAM_MODES,
         asse_frames,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 #: public name -> the module defining it
 _LAZY: dict[str, str] = {
+    "ArsFileRedirectMiddleware": "redirect",
     "ArsState": "middleware",
     "ArsSummarizationMiddleware": "middleware",
     "BackendResolver": "backends",
@@ -60,6 +62,7 @@ __all__ = [
     "COMPACTION_TOOL_NAME",
     "DEFAULT_STREAM_MODES",
     "EVENT_KEY",
+    "ArsFileRedirectMiddleware",
     "ArsState",
     "ArsSummarizationMiddleware",
     "BackendResolver",

@@ -19,7 +19,7 @@ round (``requested`` is true in them).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain.tools import ToolRuntime
 from langchain_core.messages import ToolMessage
@@ -30,12 +30,10 @@ from ars_core import Compaction, effective_messages
 from ars_core.adapter import can_compact, check_event
 
 from .convert import to_core
-from .middleware import (
-    COMPACT_REQUEST_KEY,
-    EVENT_KEY,
-    ArsSummarizationMiddleware,
-    event_from_state,
-)
+from .sessions import COMPACT_REQUEST_KEY, EVENT_KEY, event_from_state
+
+if TYPE_CHECKING:  # the middleware imports this module; this one uses its public methods only
+    from .middleware import ArsSummarizationMiddleware
 
 __all__ = ["COMPACTION_TOOL_NAME", "acompact_now", "compact_now", "make_compaction_tool"]
 
@@ -70,7 +68,7 @@ def make_compaction_tool(middleware: ArsSummarizationMiddleware) -> BaseTool:
 def _request(middleware: ArsSummarizationMiddleware, runtime: ToolRuntime) -> Command[Any]:
     """Request an L2 round for the next model call, or say there is nothing to compact."""
     state: Mapping[str, Any] = runtime.state or {}
-    keep = middleware._config_for(runtime.context).summary_keep_messages
+    keep = middleware.sessions.config_for(runtime.context).summary_keep_messages
     messages = [to_core(m) for m in state.get("messages") or ()]
     event = check_event(messages, event_from_state(state.get(EVENT_KEY))).event
     update: dict[str, Any] = {}
@@ -102,11 +100,11 @@ def compact_now(
     process); ``context`` is the run's context (``summary_*`` fields, file
     backend). With nothing to summarize nothing changes and the result says so."""
     values = graph.get_state(config).values
-    call = middleware._between_turns(values, config, model, context)
+    call = middleware.between_turns(values, config, model, context)
     result = call.session.compressor.compact_now(
-        call.messages, options=call.options(middleware._emit)
+        call.messages, options=call.options(middleware.emit)
     )
-    if update := middleware._state_update(call, result.update):
+    if update := call.state_update(result.update):
         graph.update_state(config, update)
     return result
 
@@ -121,10 +119,10 @@ async def acompact_now(
 ) -> Compaction:
     """Async twin of :func:`compact_now` (archive and summary run concurrently)."""
     values = (await graph.aget_state(config)).values
-    call = middleware._between_turns(values, config, model, context)
+    call = middleware.between_turns(values, config, model, context)
     result = await call.session.compressor.acompact_now(
-        call.messages, options=call.options(middleware._emit)
+        call.messages, options=call.options(middleware.emit)
     )
-    if update := middleware._state_update(call, result.update):
+    if update := call.state_update(result.update):
         await graph.aupdate_state(config, update)
     return result

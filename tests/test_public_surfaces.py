@@ -8,6 +8,7 @@ import pytest
 
 SURFACES = {
     "ars_langchain": [
+        "ArsFileRedirectMiddleware",
         "ArsState",
         "ArsSummarizationMiddleware",
         "BackendResolver",

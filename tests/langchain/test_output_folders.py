@@ -24,7 +24,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 import ars_core
 from ars_core import SummaryConfig
 from ars_core.layout import OUTPUT_FOLDERS, output_folder
-from ars_langchain import ArsSummarizationMiddleware
+from ars_langchain import ArsFileRedirectMiddleware, ArsSummarizationMiddleware
 from ars_langchain.backends import ARS_FOLDERS, BackendResolver
 from ars_langchain.testing import FakeToolChatModel, tool_call
 
@@ -79,9 +79,12 @@ def _run(agent: Any, mode: str) -> list[dict[str, Any]]:
 @pytest.mark.spec("R56", "R36")
 @pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("virtual", [True, False], ids=["virtual", "host"])
+@pytest.mark.parametrize("middleware", ["summarization", "redirect alone"])
 def test_every_output_folder_is_routed_to_the_calling_thread(
-    virtual: bool, mode: str, tmp_path: Path
+    middleware: str, virtual: bool, mode: str, tmp_path: Path
 ) -> None:
+    """The summarization middleware routes the reads itself (its redirect); an agent
+    without it gets the same routing from ``ArsFileRedirectMiddleware`` alone."""
     root = tmp_path / "root"
     root.mkdir()
     backend = FilesystemBackend(root_dir=root, virtual_mode=virtual)
@@ -90,9 +93,12 @@ def test_every_output_folder_is_routed_to_the_calling_thread(
     for folder in OUTPUT_FOLDERS:
         assert for_a.write_text(_path(folder), _text(folder)) == _path(folder)
     model = FakeToolChatModel([*_script("a"), *_script("b")])
+    mw: Any = ArsFileRedirectMiddleware()  # the agent's own backend, as ARS's default
+    if middleware == "summarization":
+        mw = ArsSummarizationMiddleware(SummaryConfig(summary_threshold=64))  # no round
     agent = create_deep_agent(
         model,
-        middleware=[ArsSummarizationMiddleware(SummaryConfig(summary_threshold=64))],  # no round
+        middleware=[mw],
         backend=backend,
         checkpointer=InMemorySaver(),
         subagents=[],
