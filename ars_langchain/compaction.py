@@ -10,7 +10,9 @@
   requests nothing.
 * :func:`compact_now` / :func:`acompact_now`: the same round for an
   application, between turns, on a checkpointed thread: run on the thread's
-  state, the event persisted with ``update_state``.
+  state, the event persisted with ``update_state`` (as the model node when the
+  thread's next step is the model, e.g. after a failed model call, so the
+  event is kept and ``invoke(None, config)`` resumes with the summary).
 
 Both emit the ``started``/``completed``/``failed`` events of an automatic
 round (``requested`` is true in them).
@@ -24,9 +26,10 @@ from typing import TYPE_CHECKING, Any
 from langchain.tools import ToolRuntime
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
-from langgraph.types import Command
+from langgraph.constants import START
+from langgraph.types import Command, StateUpdate
 
-from ars_core import Compaction, effective_messages
+from ars_core import ArsError, Compaction, effective_messages
 from ars_core.adapter import can_compact, check_event
 
 from .convert import to_core
@@ -105,7 +108,10 @@ def compact_now(
         call.messages, options=call.options(middleware.emit)
     )
     if update := call.state_update(result.update):
-        graph.update_state(config, update)
+        written = graph.update_state(config, update)
+        if not _stored(graph.get_state(written).values, update):
+            graph.bulk_update_state(config, _as_the_model(update))
+            _check_stored(graph.get_state(config).values, update)
     return result
 
 
@@ -124,5 +130,32 @@ async def acompact_now(
         call.messages, options=call.options(middleware.emit)
     )
     if update := call.state_update(result.update):
-        await graph.aupdate_state(config, update)
+        written = await graph.aupdate_state(config, update)
+        if not _stored((await graph.aget_state(written)).values, update):
+            await graph.abulk_update_state(config, _as_the_model(update))
+            _check_stored((await graph.aget_state(config)).values, update)
     return result
+
+
+def _stored(values: Mapping[str, Any], update: Mapping[str, Any]) -> bool:
+    """Whether the thread's state holds the event ``update`` wrote."""
+    return EVENT_KEY not in update or values.get(EVENT_KEY) == update[EVENT_KEY]
+
+
+def _as_the_model(update: dict[str, Any]) -> list[list[StateUpdate]]:
+    """``update`` written by the model node, then the thread's pending step put back.
+
+    ``update_state`` writes as the node that ran last. When that is the run's input
+    (``__start__``: the model call after it failed, say with a 503), the write goes
+    through the input schema, which has no private keys, and the event is dropped.
+    Written as the model node it is kept; an empty input write after it makes the
+    pending step the same as before, so ``invoke(None, config)`` resumes the run."""
+    return [[StateUpdate(update, "model")], [StateUpdate({}, START)]]
+
+
+def _check_stored(values: Mapping[str, Any], update: Mapping[str, Any]) -> None:
+    if not _stored(values, update):
+        raise ArsError(
+            "compact_now could not persist the new summarization event in the thread's "
+            "state (update_state dropped it): the summary is not in effect"
+        )

@@ -81,11 +81,20 @@ COMPACT_REQUEST_KEY = "_ars_compaction_requested"
 _DEFAULT_CONFIG = SummaryConfig()
 
 
+def _latest_request(current: bool | None, new: bool | None) -> bool | None:
+    """The compaction request's reducer: the latest write wins, and several
+    ``compact_conversation`` calls of one model message (run in one step) are one
+    request instead of LangGraph's ``InvalidUpdateError`` for a second write."""
+    return new
+
+
 class ArsState(AgentState[Any]):
     """Agent state with ARS's private event (kept in the checkpoint, not in the output)."""
 
     _summarization_event: Annotated[NotRequired[dict[str, Any] | None], PrivateStateAttr]
-    _ars_compaction_requested: Annotated[NotRequired[bool | None], PrivateStateAttr]
+    _ars_compaction_requested: Annotated[
+        NotRequired[bool | None], PrivateStateAttr, _latest_request
+    ]
 
 
 def event_to_state(event: SummarizationEvent) -> dict[str, Any]:

@@ -310,3 +310,97 @@ def test_compaction_tool_in_a_deep_agent(mode: str, thread_id: str) -> None:
     assert [m.id for m in after[2:3]] == ["a-c"] and isinstance(after[3], ToolMessage)
     assert len(after) == 4
     assert state["_summarization_event"]["cutoff"] == 5
+
+
+@pytest.mark.spec("R21", "R24", "R62")
+def test_two_compaction_calls_in_one_model_message_are_one_request(
+    runner: Runner, thread_id: str
+) -> None:
+    """The model calls ``compact_conversation`` twice in one message: both calls are
+    answered (no ``InvalidUpdateError`` from two writes of the request key in one
+    step), one L2 round runs before the next model call, and the request is cleared."""
+    seed = [*_history(3), HumanMessage("new task: compact first", id="h-new")]
+    calls = [
+        tool_call("compact_conversation", {}, "c1"),
+        tool_call("compact_conversation", {}, "c2"),
+    ]
+    model = FakeToolChatModel(
+        [
+            AIMessage("", id="a-c", tool_calls=calls),
+            AIMessage("SUMMARY-OF-OLD-WORK", id="s1"),
+            AIMessage("compacted, continuing", id="a-done"),
+        ]
+    )
+    mw = ArsSummarizationMiddleware(SummaryConfig(summary_keep_messages=2), compaction_tool=True)
+    result = runner.run(build_agent(model, mw), [{"messages": seed}], cfg(thread_id))
+    assert result.runs[0].error is None
+    answers = [m for m in result.state["messages"] if isinstance(m, ToolMessage)]
+    assert [m.tool_call_id for m in answers] == ["c1", "c2"]
+    assert all(m.text.startswith("Compaction scheduled") for m in answers)
+    _, second = model.main_calls
+    assert "SUMMARY-OF-OLD-WORK" in second[1].text
+    assert [m.id for m in second[2:3]] == ["a-c"]
+    assert [m.tool_call_id for m in second[3:]] == ["c1", "c2"]
+    assert result.state["_summarization_event"]["cutoff"] == len(seed)
+    assert not result.state.get("_ars_compaction_requested")
+    phases = [(e["phase"], e["level"]) for e in result.runs[0].compression]
+    assert phases == [("started", "L1"), ("completed", "L2")]
+
+
+@pytest.mark.spec("R21", "R24", "R44")
+@pytest.mark.parametrize("saver_kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_compact_now_on_a_thread_whose_next_step_is_the_model_persists_and_resumes(
+    mode: str, saver_kind: str, thread_id: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The main model failed (503) after the new question was checkpointed: the
+    thread's next step is the model. ``compact_now`` persists its event there (not
+    dropped by the input schema), the pending step stays the model, and resuming
+    with ``invoke(None)`` sends the summary and the kept messages."""
+    model = FakeToolChatModel(
+        [
+            AIMessage("answer 3", id="a3"),
+            RuntimeError("503 Service Unavailable"),
+            AIMessage("SUMMARY-NOW", id="s1"),
+            AIMessage("resumed", id="a4"),
+        ]
+    )
+    mw = ArsSummarizationMiddleware(SummaryConfig(summary_keep_messages=2))
+    seed = [*_history(3), HumanMessage("q3", id="h3")]
+    config = cfg(thread_id)
+
+    def run_sync() -> tuple[Compaction, Any, dict[str, Any]]:
+        with make_saver(saver_kind, tmp_path, request) as saver:
+            agent = build_agent(model, mw)(saver)
+            agent.invoke({"messages": seed}, config)
+            with pytest.raises(RuntimeError, match="503"):
+                agent.invoke({"messages": [HumanMessage("q4", id="h4")]}, config)
+            assert agent.get_state(config).next == ("model",)
+            done = compact_now(agent, config, middleware=mw, model=model)
+            snapshot = agent.get_state(config)
+            agent.invoke(None, config)
+            return done, snapshot, dict(agent.get_state(config).values)
+
+    async def run_async() -> tuple[Compaction, Any, dict[str, Any]]:
+        async with async_saver(saver_kind, tmp_path) as saver:
+            agent = build_agent(model, mw)(saver)
+            await agent.ainvoke({"messages": seed}, config)
+            with pytest.raises(RuntimeError, match="503"):
+                await agent.ainvoke({"messages": [HumanMessage("q4", id="h4")]}, config)
+            assert (await agent.aget_state(config)).next == ("model",)
+            done = await acompact_now(agent, config, middleware=mw, model=model)
+            snapshot = await agent.aget_state(config)
+            await agent.ainvoke(None, config)
+            return done, snapshot, dict((await agent.aget_state(config)).values)
+
+    done, snapshot, final = run_sync() if mode == "sync" else asyncio.run(run_async())
+    assert done.compacted and done.event is not None
+    assert snapshot.values["_summarization_event"] == event_to_state(done.event)
+    assert snapshot.next == ("model",)
+    assert [m.id for m in snapshot.values["messages"]] == [*(m.id for m in seed), "a3", "h4"]
+    resumed = model.main_calls[-1]
+    assert "SUMMARY-NOW" in resumed[1].text
+    assert [m.id for m in resumed[2:]] == [
+        m.id for m in snapshot.values["messages"][done.event.cutoff :]
+    ]
+    assert final["messages"][-1].id == "a4"
