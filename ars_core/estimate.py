@@ -266,24 +266,13 @@ class CachingEstimator:
             ref = data.get("tool_use_id") or data.get("tool_call_id") or data.get("call_id")
             if isinstance(ref, str):
                 total += self.count_text(ref)
-            inner = data.get("content", data.get("output"))
-            if isinstance(inner, str):
-                return total + self.count_text(inner)
-            if isinstance(inner, Sequence) and depth < MAX_BLOCK_DEPTH:
-                for block in inner:
-                    if isinstance(block, Mapping):
-                        sub = block.get("text")
-                        total += self.count_part(
-                            str(block.get("type", "unknown")),
-                            sub if isinstance(sub, str) else None,
-                            block,
-                            call_ids,
-                            depth + 1,
-                        )
-                    else:
-                        total += self.count_text(json_text(block))
-                return total
-            return total + (self.count_text(json_text(inner)) if inner is not None else 0)
+            return total + self._count_inner(
+                data.get("content", data.get("output")), call_ids, depth
+            )
+        source = data.get("source") if kind == "document" else None
+        if isinstance(source, Mapping) and source.get("type") == "content":
+            # an Anthropic document of content blocks: its text (and images) as they are
+            return BLOCK_OVERHEAD + self._count_inner(source.get("content"), call_ids, depth)
         media = media_tokens(kind, data)
         if media is not None:
             return media
@@ -291,6 +280,27 @@ class CachingEstimator:
         if body is not None:
             return BLOCK_OVERHEAD + self.count_text(body)
         return NON_TEXT_PART_TOKENS
+
+    def _count_inner(self, inner: Any, call_ids: Collection[str], depth: int) -> int:
+        """Tokens of the content a block holds: a string, or blocks counted one by one."""
+        if isinstance(inner, str):
+            return self.count_text(inner)
+        if isinstance(inner, Sequence) and depth < MAX_BLOCK_DEPTH:
+            total = 0
+            for block in inner:
+                if isinstance(block, Mapping):
+                    sub = block.get("text")
+                    total += self.count_part(
+                        str(block.get("type", "unknown")),
+                        sub if isinstance(sub, str) else None,
+                        block,
+                        call_ids,
+                        depth + 1,
+                    )
+                else:
+                    total += self.count_text(json_text(block))
+            return total
+        return self.count_text(json_text(inner)) if inner is not None else 0
 
     def count_messages(self, messages: Sequence[Message]) -> int:
         """Tokens of any message sequence (per-message counts are cached)."""

@@ -55,6 +55,7 @@ __all__ = [
     "content_key",
     "describe_event",
     "effective_messages",
+    "form_key",
     "message_key",
     "sent_forms_of",
     "to_global_cutoff",
@@ -130,6 +131,25 @@ def content_key(message: Message) -> str:
     return str(cached)
 
 
+_FORM_KEY_CACHE = "ars_form_key"
+
+
+def form_key(message: Message) -> str:
+    """:func:`content_key` plus the message's own metadata (not ARS's ``ars_``
+    marks): a ToolMessage replaced under its id by one with the same text but
+    another ``status`` is another message to send. Equal to the content key
+    for a message without such metadata. Cached on the message."""
+    cached = message._cache.get(_FORM_KEY_CACHE)
+    if cached is None:
+        own = {k: v for k, v in message.metadata.items() if not str(k).startswith("ars_")}
+        cached = content_key(message)
+        if own:
+            text = json.dumps(own, ensure_ascii=False, sort_keys=True, default=repr)
+            cached = f"{cached}+{text_sha256(text)[:16]}"
+        message._cache[_FORM_KEY_CACHE] = cached
+    return str(cached)
+
+
 def anchor_at(state: Sequence[Message], cutoff: int) -> Anchor:
     """The anchor of a cutoff into ``state``."""
     anchor = Anchor(
@@ -185,7 +205,7 @@ class SummarizationEvent:
     summary_error: str | None = None
     created_at: str = attrs.field(factory=_now)
     #: How the L2 request sent the kept messages that L1 (or the tail trim)
-    #: rewrote: ``(offset after the cutoff, content key, sent form)``. Later
+    #: rewrote: ``(offset after the cutoff, form key, sent form)``. Later
     #: calls send those messages in the same form (see :func:`apply_sent_forms`).
     sent_forms: tuple[tuple[int, str, Message], ...] = ()
     anchor: Anchor | None = None
@@ -306,16 +326,17 @@ def apply_sent_forms(effective: list[Message], event: SummarizationEvent | None)
     request repeats the bytes a prompt cache already holds.
 
     Only the window right after the summary is looked at (the messages that
-    were kept), matched by :func:`content_key`: a kept message that was moved
-    is still found, and one that was edited (replaced under the same id) goes
-    out as it now is. ``effective`` is changed in place and returned.
+    were kept), matched by :func:`form_key`: a kept message that was moved
+    is still found, and one that was edited (replaced under the same id, its
+    text or only its metadata, a tool result's ``status`` say) goes out as it
+    now is. ``effective`` is changed in place and returned.
     """
     if event is None or not event.sent_forms or not effective:
         return effective
     forms = {key: form for _, key, form in event.sent_forms}
     window = event.sent_forms[-1][0] + 1
     for i in range(1, min(len(effective), 1 + window)):
-        form = forms.get(content_key(effective[i]))
+        form = forms.get(form_key(effective[i]))
         if form is not None:
             effective[i] = form
     return effective
@@ -327,7 +348,7 @@ def sent_forms_of(
     """The messages of ``sent`` that differ from ``raw`` (same positions), as
     :attr:`SummarizationEvent.sent_forms` records them."""
     return tuple(
-        (offset, content_key(original), form)
+        (offset, form_key(original), form)
         for offset, (original, form) in enumerate(zip(raw, sent, strict=True))
         if form is not original and form != original
     )

@@ -1,7 +1,8 @@
 """L1, media: inline base64 media in the view moved to content-addressed files.
 
 A content part that carries its data inline as base64 — an OpenAI
-``image_url`` / ``input_image`` with a ``data:`` URL, an OpenAI
+``image_url`` / ``input_image`` with a ``data:`` URL, an OpenAI ``file`` /
+``input_file`` with a ``data:`` URL in ``file_data``, an OpenAI
 ``input_audio``, an Anthropic ``image`` / ``document`` with a ``base64``
 source, a LangChain v1 ``image`` / ``audio`` / ``file`` block with
 ``base64``, a LlamaIndex ``image`` / ``audio`` / ``document`` block — whose
@@ -63,6 +64,7 @@ _KINDS = {
     "audio": "audio",
     "document": "document",
     "file": "file",
+    "input_file": "file",
 }
 #: LlamaIndex blocks keep their base64 data under the block's own name
 _LLAMAINDEX_KEYS = {"image": "image", "audio": "audio", "document": "data"}
@@ -107,7 +109,10 @@ def inline_media(part: ContentPart) -> InlineMedia | None:
     kind = _KINDS.get(kind_name)
     if kind is None:
         return None
-    found = _data_url(data.get("image_url", data.get("url")))
+    found = _data_url(data.get("image_url", data.get("url", data.get("file_data"))))
+    file = data.get("file")
+    if found is None and isinstance(file, Mapping):  # OpenAI chat ``file`` blocks
+        found = _data_url(file.get("file_data"))
     if found is not None:
         return InlineMedia(kind, found[0], found[1])
     source = data.get("source")
