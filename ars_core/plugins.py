@@ -7,6 +7,8 @@ names, or empty / ``none`` for none at all (built-ins always load).
 
 ``get_estimator("approx")``, ``get_file_backend("fsspec", url=...)`` and
 ``get_summarizer("extractive")`` build components by name;
+a plugin whose import fails (a package it needs is missing) is left out, and
+:func:`skipped_plugins` says why;
 :mod:`ars_core.resolve` turns what ``Compressor(...)`` is given (names, URLs,
 classes, callables) into components through them. :func:`plugin_report`
 describes every registered plugin (``ars plugins``).
@@ -36,6 +38,7 @@ __all__ = [
     "get_summarizer",
     "plugin_report",
     "reset_plugin_manager",
+    "skipped_plugins",
 ]
 
 ENTRY_POINT_GROUP = "ars"
@@ -51,6 +54,8 @@ _lock = threading.Lock()
 _pm: pluggy.PluginManager | None = None
 #: the entry point each external plugin was loaded from, by plugin name
 _entry_points: dict[str, EntryPoint] = {}
+#: why each entry-point plugin whose import failed was left out, by plugin name
+_skipped: dict[str, str] = {}
 
 
 def _load_entry_points(pm: pluggy.PluginManager) -> None:
@@ -66,6 +71,9 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
             continue
         try:
             plugin = ep.load()
+        except ImportError as exc:  # what the plugin needs is not installed: left out, with why
+            _skipped[ep.name] = f"{ep.value}: {' '.join(str(exc).split()) or type(exc).__name__}"
+            continue
         except Exception as exc:
             raise PluginError(
                 "plugin", ep.name, f"failed to load: {type(exc).__name__}: {exc}"
@@ -94,6 +102,7 @@ def reset_plugin_manager() -> None:
     with _lock:
         _pm = None
         _entry_points.clear()
+        _skipped.clear()
 
 
 def available(kind: str, pm: pluggy.PluginManager | None = None) -> dict[str, Callable[..., Any]]:
@@ -170,6 +179,14 @@ def _provided(pm: pluggy.PluginManager, name: str) -> dict[str, list[str]]:
         if names:
             provided[f"{kind}s"] = names
     return provided
+
+
+def skipped_plugins() -> dict[str, str]:
+    """The entry-point plugins left out because their import failed (a package they need
+    is not installed), each with the reason: ``{name: "module: error"}``."""
+    get_plugin_manager()
+    with _lock:
+        return dict(_skipped)
 
 
 def plugin_report(pm: pluggy.PluginManager | None = None) -> list[dict[str, Any]]:

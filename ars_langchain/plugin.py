@@ -7,16 +7,25 @@ summarizer by name: ``Compressor(summarizer="openai:gpt-4o-mini")``,
 ``ars replay --summarizer openai:gpt-4o-mini``.
 
 Loading this module imports no framework: LangChain is imported when a spec is
-resolved, so a core-only install still loads the plugin manager.
+resolved. Without LangChain installed the module refuses to load (an ImportError
+naming the extra), so the plugin manager leaves it out and ``ars plugins`` says why.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 from ars_core import ConfigError, hookimpl
 
 __all__ = ["resolve_summarizer"]
+
+# The plugin is useless without LangChain: without it the import fails here (found, not
+# imported), and ``ars plugins`` lists the plugin as skipped with this reason.
+if importlib.util.find_spec("langchain") is None:
+    raise ImportError(
+        'the LangChain plugin needs LangChain: pip install "ars[langchain]"', name="langchain"
+    )
 
 
 def _one_line(exc: BaseException) -> str:

@@ -9,6 +9,7 @@ plain loop), against the files it wrote on disk, or against the PNG format.
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import os
 import re
@@ -43,23 +44,35 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def run_cli(
-    *args: str, cwd: Path, env: dict[str, str] | None = None
+    *args: str,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    python: Sequence[str] = ("-m", "ars_core"),
 ) -> subprocess.CompletedProcess[str]:
     """``python -m ars_core ARGS`` in ``cwd``, the repository importable; ``env`` adds
-    variables (its ``PYTHONPATH`` goes after the repository's)."""
+    variables (its ``PYTHONPATH`` goes after the repository's); ``python`` replaces
+    ``-m ars_core`` (``-c CODE`` running the CLI another way)."""
     env = {**os.environ, **(env or {})}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(
         os.pathsep
     )
     env.pop("ARS_DEBUG", None)
     return subprocess.run(
-        [sys.executable, "-m", "ars_core", *args],
+        [sys.executable, *python, *args],
         cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
+    )
+
+
+def notice(runs: str, out: str = "ars-out/") -> str:
+    """The line ``ars replay`` prints on stderr before its first call."""
+    return (
+        f"ars: replaying {runs}; ARS writes its files (offloaded tool results, history "
+        f"archives) under {out}, one folder per run (--out DIR to change)"
     )
 
 
@@ -159,6 +172,9 @@ def test_replay_without_arguments_prints_totals_matching_the_library(tmp_path: P
     result = run_cli("replay", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
+    # before the first call it says where the files go (ars-out/ in the current folder)
+    assert result.stderr == notice("the 3 runs shipped with ars as samples") + "\n"
+    assert (tmp_path / "ars-out").is_dir()
     text = result.stdout
     assert "16K = 16,384 tokens" in text
     assert "extractive" in text and "no API key" in text
@@ -496,7 +512,7 @@ def test_estimate_without_arguments_estimates_the_shipped_samples(tmp_path: Path
 
 def test_replay_shows_per_call_progress_on_a_terminal_only(tmp_path: Path) -> None:
     """On a terminal, stderr carries a per-call progress bar up to the number of calls; piped,
-    stderr stays empty."""
+    stderr holds only the notice of where the files go."""
     import fcntl
     import pty
     import struct
@@ -532,7 +548,7 @@ def test_replay_shows_per_call_progress_on_a_terminal_only(tmp_path: Path) -> No
     bar = "".join(chunks)
     assert "replaying" in bar and f"0/{calls}" in bar and "call" in bar  # counts calls, not runs
     piped = run_cli("replay", str(run), "--threshold", "8", "--json", cwd=tmp_path)
-    assert piped.returncode == 0 and piped.stderr == ""
+    assert piped.returncode == 0 and piped.stderr == notice("1 run") + "\n"
 
 
 def test_a_failing_summarizer_makes_replay_fail_unless_allowed(tmp_path: Path) -> None:
@@ -562,9 +578,10 @@ def test_a_failing_summarizer_makes_replay_fail_unless_allowed(tmp_path: Path) -
     assert total["summary_retries"] == 0  # a refused key is not retried
     lines = [ln for ln in failed.stderr.splitlines() if ln.strip()]
     assert lines == [
+        notice("1 run"),
         f"ars: error: {total['summary_errors']} of {total['l2_rounds']} summaries failed "
         "(they hold the error text; see the report); pass --allow-summary-errors to "
-        "accept that"
+        "accept that",
     ]
     allowed = subprocess.run(
         [*args, "--allow-summary-errors"],
@@ -574,7 +591,7 @@ def test_a_failing_summarizer_makes_replay_fail_unless_allowed(tmp_path: Path) -
         text=True,
         timeout=300,
     )
-    assert allowed.returncode == 0 and allowed.stderr == ""
+    assert allowed.returncode == 0 and allowed.stderr == notice("1 run") + "\n"
     assert json.loads(allowed.stdout)["total"]["summary_errors"] == total["summary_errors"]
 
 
@@ -640,6 +657,8 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Sequence[str], str]]:
         "directory as a file to estimate": (["estimate", "emptydir"], "no recorded runs"),
         "estimate orphan": (["estimate", "orphan.jsonl"], "answers no earlier tool call"),
         "negative threshold": (["replay", good, "--threshold", "-1"], "summary_threshold"),
+        "threshold not finite": (["replay", good, "--threshold", "nan"], "--threshold"),
+        "negative keep": (["replay", good, "--keep", "-1"], "--keep: invalid summary_keep"),
         "threshold not a number": (["replay", good, "--threshold", "lots"], "--threshold"),
         "ratio above 1": (["replay", good, "--ratio", "1.5"], "summary_l2_trigger_ratio"),
         "keep zero": (["replay", good, "--keep", "0"], "summary_keep_messages"),
@@ -667,37 +686,43 @@ def bad_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("bad")
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        "missing file",
-        "orphan tool message",
-        "not a transcript (prose)",
-        "not a transcript (object)",
-        "not UTF-8",
-        "corrupt gzip",
-        "unknown role",
-        "empty file",
-        "folder without runs",
-        "directory as a file to estimate",
-        "estimate orphan",
-        "negative threshold",
-        "threshold not a number",
-        "ratio above 1",
-        "keep zero",
-        "tool limit zero",
-        "unknown estimator",
-        "unknown summarizer",
-        "unknown chat model provider",
-        "plot into a missing folder",
-        "unknown option",
-        "unknown command",
-    ],
-)
+#: the exit status of each case of ``_bad_inputs``: 2 when the command line itself is wrong
+BAD_INPUT_EXIT = {
+    "missing file": 1,
+    "orphan tool message": 1,
+    "not a transcript (prose)": 1,
+    "not a transcript (object)": 1,
+    "not UTF-8": 1,
+    "corrupt gzip": 1,
+    "unknown role": 1,
+    "empty file": 1,
+    "folder without runs": 1,
+    "directory as a file to estimate": 1,
+    "estimate orphan": 1,
+    "negative threshold": 2,
+    "threshold not finite": 2,
+    "negative keep": 2,
+    "threshold not a number": 2,
+    "ratio above 1": 2,
+    "keep zero": 2,
+    "tool limit zero": 2,
+    "unknown estimator": 2,
+    "unknown summarizer": 2,
+    "unknown chat model provider": 2,
+    "plot into a missing folder": 1,
+    "unknown option": 2,
+    "unknown command": 2,
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUT_EXIT))
 def test_bad_input_gives_one_clear_line(case: str, bad_dir: Path) -> None:
+    """One line on stderr, nothing replayed; exit 2 when the command line is wrong (an
+    unknown option or name, a value of the wrong type or out of range), 1 when the input
+    it names is (a file missing or not a transcript)."""
     args, phrase = _bad_inputs(bad_dir)[case]
     result = run_cli(*args, cwd=bad_dir)
-    assert result.returncode != 0
+    assert result.returncode == BAD_INPUT_EXIT[case], result.stderr
     assert "Traceback" not in result.stderr and "Traceback" not in result.stdout
     lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, result.stderr
@@ -712,7 +737,8 @@ def test_ratio_below_recommended_range_warns_in_one_line(tmp_path: Path) -> None
     result = run_cli("replay", run, "--ratio", "0.05", "--threshold", "16", cwd=tmp_path)
     assert result.returncode == 0
     lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("ars: warning:") and "0.05" in lines[0]
+    assert len(lines) == 2 and lines[0].startswith("ars: warning:") and "0.05" in lines[0]
+    assert lines[1] == notice("1 run")
 
 
 def test_no_command_prints_help_and_fails(tmp_path: Path) -> None:
@@ -768,11 +794,80 @@ def test_plugins_lists_what_is_registered_and_where_it_came_from(
     )
     assert fixture["hooks"] == ["compression_event", "register_estimators", "register_summarizers"]
     assert fixture["estimators"] == ["words"] and fixture["summarizers"] == ["failing"]
-    assert plugins["langchain"]["module"] == "ars_langchain.plugin"
+    if importlib.util.find_spec("langchain") is not None:
+        assert plugins["langchain"]["module"] == "ars_langchain.plugin"
+        assert result.stderr == ""
+    else:  # the core-only session: the adapter's plugin is left out, and says why
+        assert "langchain" not in plugins
+        assert result.stderr == SKIPPED_LANGCHAIN + "\n"
 
     env = {"PYTHONPATH": str(FIXTURE_PLUGIN), "ARS_PLUGINS": "fixture"}
     limited = run_cli("plugins", cwd=tmp_path, env=env)
     assert [p["name"] for p in json.loads(limited.stdout)] == ["ars.builtins", "fixture"]
+
+
+def test_replay_says_where_it_writes_before_the_first_call(tmp_path: Path) -> None:
+    """The notice names ``--out`` as the user wrote it (relative to the working folder) and
+    comes before anything the replay itself prints: here every summary fails, and the
+    failure line follows the notice."""
+    env = {"PYTHONPATH": str(FIXTURE_PLUGIN)}
+    run = str(SAMPLE_DIR / "django__django-16502.jsonl.gz")
+    args = ["replay", run, "--threshold", "8", "--out", "runs/here", "--summarizer", "failing"]
+    result = run_cli(*args, cwd=tmp_path, env=env)
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    assert lines[0] == notice("1 run", "runs/here/")
+    assert lines[1].startswith("ars: error: ") and "summaries failed" in lines[1]
+    written = files_under(tmp_path / "runs" / "here" / "django__django-16502")
+    assert any(p.parent.name == "conversation_history" for p in written)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
+
+
+def test_a_summarizer_whose_package_is_missing_is_a_runtime_error(tmp_path: Path) -> None:
+    """``provider:model`` whose provider package is not installed: with LangChain the name
+    is right and the environment lacks a package (exit 1, the package named); without
+    LangChain nothing installed knows such names (exit 2, the extra named)."""
+    run = str(SAMPLE_DIR / "django__django-16502.jsonl.gz")
+    result = run_cli("replay", run, "--summarizer", "fireworks:some-model", cwd=tmp_path)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ars: error: --summarizer: ")
+    if importlib.util.find_spec("langchain") is not None:
+        assert importlib.util.find_spec("langchain_fireworks") is None
+        assert result.returncode == 1 and "langchain-fireworks" in lines[0]
+    else:
+        assert result.returncode == 2 and 'pip install "ars[langchain]"' in lines[0]
+    assert not (tmp_path / "ars-out").exists()
+
+
+SKIPPED_LANGCHAIN = (
+    "ars: plugin 'langchain' skipped: ars_langchain.plugin: the LangChain plugin needs "
+    'LangChain: pip install "ars[langchain]"'
+)
+
+
+def test_plugins_leaves_out_a_plugin_whose_import_fails_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without LangChain (its import blocked here) ``ars plugins`` lists the built-ins only,
+    one stderr line names the left-out adapter plugin and the extra to install, exit 0;
+    a provider string then is an unknown summarizer naming that extra."""
+    blocked = (
+        "import sys; sys.modules['langchain'] = None; "
+        "from ars_core.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    monkeypatch.delenv("ARS_PLUGINS", raising=False)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_cli(*args, cwd=tmp_path, python=("-c", blocked))
+
+    listed = cli("plugins")
+    assert listed.returncode == 0
+    assert [p["name"] for p in json.loads(listed.stdout)] == ["ars.builtins"]
+    assert listed.stderr == SKIPPED_LANGCHAIN + "\n"
+    spec = cli("replay", str(SAMPLES[0]), "--summarizer", "openai:gpt-4o-mini")
+    assert spec.returncode == 2
+    assert spec.stderr.startswith("ars: error: --summarizer: ")
+    assert 'pip install "ars[langchain]"' in spec.stderr and spec.stdout == ""
 
 
 @pytest.mark.spec("R37")

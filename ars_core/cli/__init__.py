@@ -18,9 +18,11 @@ summarizer: no model, no API key, no download.
 estimator and shows how far they disagree. ``ars plugins`` lists the
 registered plugins (JSON), as ``llm plugins`` does.
 
-Bad input (an unreadable file, something that is not a chat transcript, an
-orphan tool message, an invalid option value) prints one line on stderr and
-exits non-zero; set ``ARS_DEBUG=1`` to get the traceback instead.
+Bad input prints one line on stderr and exits 2 when the command line is wrong
+(an unknown option or name, a value of the wrong type or out of range) and 1
+when something fails while running (an unreadable file, something that is not a
+chat transcript, an orphan tool message, a missing package); set ``ARS_DEBUG=1``
+to get the traceback instead.
 
 Modules: :mod:`.parser` (argparse), :mod:`.commands` (what each command does),
 :mod:`.components` (estimators and summarizers by name), :mod:`.report` (text

@@ -17,11 +17,11 @@ import attrs
 from .. import __version__
 from ..config import DEFAULT_THRESHOLD_K, SummaryConfig
 from ..engine import CallOutcome, Compressor
-from ..errors import ArsError
+from ..errors import ArsError, ConfigError
 from ..estimate import Estimator
 from ..files import FsspecBackend
 from ..messages import Message
-from ..plugins import plugin_report
+from ..plugins import plugin_report, skipped_plugins
 from ..replay import (
     CACHED_PRICE,
     DEMO_THRESHOLD,
@@ -33,7 +33,7 @@ from ..replay import (
     total_report,
 )
 from ..summarize import render_history
-from .common import CliError, display_path, one_line
+from .common import USAGE, CliError, display_path, one_line
 from .components import installed_estimators, make_estimator, make_summarizer, summarizer_name
 from .plot import write_plot
 from .report import format_estimates, format_report
@@ -46,15 +46,28 @@ log = logging.getLogger("ars")
 # ------------------------------------------------------------------ replay
 
 
+#: the option that sets each configuration field
+_OPTION_OF = {
+    "summary_threshold": "--threshold",
+    "summary_keep_messages": "--keep",
+    "summary_tool_result_token_limit": "--tool-limit",
+    "summary_l2_trigger_ratio": "--ratio",
+}
+
+
 def _config(args: argparse.Namespace, threshold: float) -> SummaryConfig:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        config = SummaryConfig(
-            summary_threshold=threshold,
-            summary_keep_messages=args.keep,
-            summary_tool_result_token_limit=args.tool_limit,
-            summary_l2_trigger_ratio=args.ratio,
-        )
+        try:
+            config = SummaryConfig(
+                summary_threshold=threshold,
+                summary_keep_messages=args.keep,
+                summary_tool_result_token_limit=args.tool_limit,
+                summary_l2_trigger_ratio=args.ratio,
+            )
+        except ConfigError as exc:  # a value out of range is a usage error, as a bad type is
+            option = _OPTION_OF.get(exc.field, exc.field)
+            raise CliError(f"{option}: {one_line(exc)}", USAGE) from exc
     for w in caught:
         print(f"ars: warning: {one_line(str(w.message))}", file=sys.stderr)
     return config
@@ -235,6 +248,7 @@ def cmd_replay(args: argparse.Namespace, stdout: IO[str]) -> int:
     setup = _setup(args)
     runs = load_runs([SAMPLE_DIR] if not args.runs else args.runs)
     setup = attrs.evolve(setup, out=_out_dir(args.out))
+    _announce(runs, setup.out, samples=not args.runs)
     if args.verbose:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("ars: %(levelname)s: %(message)s"))
@@ -254,6 +268,18 @@ def cmd_replay(args: argparse.Namespace, stdout: IO[str]) -> int:
         )
         return 1
     return 0
+
+
+def _announce(runs: Sequence[Run], out: Path, *, samples: bool) -> None:
+    """Say on stderr, before the first call, what is replayed and where the files go."""
+    count = f"{len(runs)} run" + ("" if len(runs) == 1 else "s")
+    what = f"the {count} shipped with ars as samples" if samples else count
+    print(
+        f"ars: replaying {what}; ARS writes its files (offloaded tool results, history "
+        f"archives) under {display_path(out)}, one folder per run (--out DIR to change)",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _write_plot(
@@ -329,7 +355,10 @@ def cmd_estimate(args: argparse.Namespace, stdout: IO[str]) -> int:
 
 
 def cmd_plugins(args: argparse.Namespace, stdout: IO[str]) -> int:
-    """``ars plugins``: the registered plugins as JSON."""
+    """``ars plugins``: the plugins that loaded, as JSON; one line on stderr for each
+    plugin left out because its import failed, saying why."""
     json.dump(plugin_report(), stdout, indent=2, ensure_ascii=False)
     stdout.write("\n")
+    for name, reason in sorted(skipped_plugins().items()):
+        print(f"ars: plugin {name!r} skipped: {reason}", file=sys.stderr)
     return 0

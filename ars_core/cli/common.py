@@ -6,15 +6,36 @@ import contextlib
 import os
 from pathlib import Path
 
-__all__ = ["CliError", "display_path", "one_line"]
+from ..errors import ArsError
+
+__all__ = ["USAGE", "CliError", "display_path", "exit_code", "one_line"]
+
+#: the exit status of a wrong command line (argparse's); 1 is a failure while running
+USAGE = 2
 
 
 class CliError(Exception):
-    """A problem the user can fix; printed as one line, exit status ``code``."""
+    """A problem the user can fix; printed as one line, exit status ``code``: 2 when the
+    command line itself is wrong (an unknown option or name, a value of the wrong type or
+    out of range), 1 when something failed while running (a file, a folder, a package or
+    a credential that is missing, a summary that failed)."""
 
     def __init__(self, message: str, code: int = 1) -> None:
         super().__init__(message)
         self.code = code
+
+
+def exit_code(exc: BaseException) -> int:
+    """The exit status of an option value that could not be used: 2 (usage) when the value
+    itself is wrong; 1 when building what it names failed on the environment (somewhere in
+    the chain of causes, past ARS's own errors and value errors, is a missing package, a
+    missing credential, an I/O error...)."""
+    cause = exc.__cause__
+    while cause is not None:
+        if not isinstance(cause, ArsError | ValueError | TypeError | LookupError):
+            return 1
+        cause = cause.__cause__
+    return USAGE
 
 
 def one_line(exc: BaseException | str) -> str:

@@ -9,7 +9,7 @@ from ..errors import ArsError
 from ..estimate import Estimator
 from ..plugins import available
 from ..resolve import resolve_estimator, resolve_summarizer
-from .common import CliError, one_line
+from .common import CliError, exit_code, one_line
 
 __all__ = ["installed_estimators", "make_estimator", "make_summarizer", "summarizer_name"]
 
@@ -20,7 +20,7 @@ def make_estimator(name: str) -> Estimator:
     try:
         estimator = resolve_estimator(name)
     except ArsError as exc:
-        raise CliError(f"--estimator: {one_line(exc)}", 2) from exc
+        raise CliError(f"--estimator: {one_line(exc)}", exit_code(exc)) from exc
     assert estimator is not None
     return estimator
 
@@ -31,7 +31,7 @@ def make_summarizer(name: str) -> Any:
     try:
         return resolve_summarizer(name)
     except ArsError as exc:
-        raise CliError(f"--summarizer: {one_line(exc)}", 2) from exc
+        raise CliError(f"--summarizer: {one_line(exc)}", exit_code(exc)) from exc
 
 
 def installed_estimators() -> list[Estimator]:

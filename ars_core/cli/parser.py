@@ -8,7 +8,7 @@ from typing import NoReturn
 from .. import __version__
 from ..config import DEFAULT_THRESHOLD_K, SummaryConfig
 from ..replay import DEMO_THRESHOLD
-from .common import CliError
+from .common import USAGE, CliError
 
 __all__ = ["build_parser"]
 
@@ -17,7 +17,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (``ars replay: error: ...``)."""
 
     def error(self, message: str) -> NoReturn:
-        raise CliError(f"{message} (see '{self.prog} --help')", 2)
+        raise CliError(f"{message} (see '{self.prog} --help')", USAGE)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,7 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="list the registered plugins as JSON",
         description="Every plugin ARS has registered (built-ins, the adapters' and third-party "
         "plugins from the 'ars' entry-point group, limited by ARS_PLUGINS): where it came from, "
-        "the hooks it implements and the components it registers, as JSON.",
+        "the hooks it implements and the components it registers, as JSON. A plugin whose "
+        "import fails (a package it needs is not installed) is left out, with one line on "
+        "stderr saying why.",
     )
     return parser
 
