@@ -57,6 +57,7 @@ from .messages import (
 )
 from .options import CallOptions
 from .plugins import get_estimator, get_file_backend, get_plugin_manager, get_summarizer
+from .resolve import default_backend
 from .retention import Retention, audit_retention, task_retention, task_statement
 from .round import CompressionRound
 from .sse import SSE_EVENT_NAME, encode_sse, sse_frame
@@ -118,6 +119,7 @@ __all__ = [
     "__version__",
     "audit_retention",
     "check_path",
+    "default_backend",
     "default_estimator",
     "describe_event",
     "effective_messages",

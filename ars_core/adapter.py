@@ -16,7 +16,10 @@ should do the same. What an adapter does around :class:`~ars_core.Compressor`:
    event) and **deliver** held stream events with :func:`deliver_event`;
 5. **scope files** per conversation thread: a :class:`~ars_core.FileBackend`
    (:func:`resolve_backend` turns names and URLs into one); ARS writes only
-   under :data:`OUTPUT_FOLDERS` (see :mod:`ars_core.layout`).
+   under :data:`OUTPUT_FOLDERS` (see :mod:`ars_core.layout`), and the agent
+   reads them back with a ``read_ars_file`` tool answering :func:`read_page`
+   (:data:`READ_TOOL_NAME`, :data:`READ_TOOL_DESCRIPTION`) where it has no file
+   tool of its own.
 
 Configuration read from a framework's run context uses the field names in
 :data:`CONFIG_FIELDS`; :func:`can_compact` says whether an on-demand round
@@ -36,6 +39,14 @@ from .layout import OUTPUT_FOLDERS, output_folder
 from .messages import MARK_SUMMARY
 from .options import CallOptions
 from .prompt import render_prompt
+from .readback import (
+    DEFAULT_READ_LIMIT,
+    READ_TOOL_DESCRIPTION,
+    READ_TOOL_NAME,
+    aread_page,
+    read_error_text,
+    read_page,
+)
 from .resolve import CallableEstimator, resolve_backend
 from .typing import (
     BackendLike,
@@ -48,9 +59,12 @@ from .typing import (
 
 __all__ = [
     "CONFIG_FIELDS",
+    "DEFAULT_READ_LIMIT",
     "DEFAULT_READ_ONLY",
     "MARK_SUMMARY",
     "OUTPUT_FOLDERS",
+    "READ_TOOL_DESCRIPTION",
+    "READ_TOOL_NAME",
     "BackendLike",
     "CallOptions",
     "CallableEstimator",
@@ -60,6 +74,7 @@ __all__ = [
     "OverflowClassifier",
     "SummarizerLike",
     "Tools",
+    "aread_page",
     "can_compact",
     "check_event",
     "decode_text",
@@ -68,6 +83,8 @@ __all__ = [
     "hookimpl",
     "is_context_overflow",
     "output_folder",
+    "read_error_text",
+    "read_page",
     "render_prompt",
     "resolve_backend",
     "scope_name",

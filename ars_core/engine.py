@@ -30,7 +30,7 @@ from .effects import AsyncEffects, SyncEffects, WrittenPaths, describe, run_asyn
 from .errors import is_context_overflow
 from .estimate import OFFLOAD_CHARS, Estimator, Tools, default_estimator, uncounted_chars
 from .events import CompressionEvent, EventEmitter, SummarizationEvent
-from .files import FileBackend, FsspecBackend
+from .files import FileBackend
 from .flow import CallOutcome, StateUpdate, flow
 from .l1 import ARG_CHAR_LIMIT, TRUNCATE_TOOLS
 from .messages import CheckedHistories, Message
@@ -38,6 +38,7 @@ from .options import CallOptions
 from .resolve import (
     BackendLike,
     EstimatorLike,
+    default_backend,
     resolve_backend,
     resolve_estimator,
     resolve_summarizer,
@@ -134,8 +135,9 @@ class Compressor:
 
     ``config`` holds the five Context fields. ``estimator`` defaults to
     :func:`~ars_core.estimate.default_estimator` (exact o200k with tiktoken
-    installed, the approximate count otherwise); ``backend`` to an in-memory
-    fsspec backend; ``summarizer`` to the deterministic
+    installed, the approximate count otherwise); ``backend`` to
+    :func:`~ars_core.default_backend` (the folder ``.ars`` in the current
+    directory, or ``ARS_FILES_DIR``: files outlive the process); ``summarizer`` to the deterministic
     :class:`~ars_core.summarize.ExtractiveSummarizer` (adapters pass the main
     model). Each may also be named (``estimator="o200k"``,
     ``summarizer="extractive"``, ``backend="s3://bucket/ars"``): names resolve
@@ -176,7 +178,7 @@ class Compressor:
         self.config = config or SummaryConfig()
         # names, URLs, classes and plain counters go through the plugin registry
         self.estimator: Estimator = resolve_estimator(estimator) or default_estimator()
-        self.backend: FileBackend = resolve_backend(backend) or FsspecBackend("memory://ars")
+        self.backend: FileBackend = resolve_backend(backend) or default_backend()
         resolved = resolve_summarizer(summarizer)
         self.summarizer: Summarizer | AsyncSummarizer = (
             resolved if resolved is not None else ExtractiveSummarizer()

@@ -28,6 +28,7 @@ import logging
 import os
 import posixpath
 import re
+import threading
 import uuid
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -35,7 +36,9 @@ from typing import Any, Protocol, runtime_checkable
 from .errors import FileBackendError, PathBoundaryError
 
 __all__ = [
+    "DEFAULT_FILES_DIR",
     "DEFAULT_READ_ONLY",
+    "FILES_DIR_ENV",
     "FileBackend",
     "FsspecBackend",
     "check_path",
@@ -59,6 +62,11 @@ CHUNK = 1024 * 1024
 OBJECT_STORES = frozenset(
     {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oci", "oss", "r2", "b2"}
 )
+
+#: the environment variable naming where ARS keeps its files when no backend is given
+FILES_DIR_ENV = "ARS_FILES_DIR"
+#: where ARS keeps its files when no backend is given and ``ARS_FILES_DIR`` is unset
+DEFAULT_FILES_DIR = ".ars"
 
 #: virtual areas no ARS write may touch (the public Skills area)
 DEFAULT_READ_ONLY: tuple[str, ...] = ("skills",)
@@ -91,6 +99,11 @@ def text_sha256(text: str) -> str:
 
 #: characters encoded and hashed at a time by :func:`text_sha256`
 HASH_PIECE = 1 << 20
+
+
+#: roots already named in the log by this process
+_ANNOUNCED: set[str] = set()
+_ANNOUNCED_LOCK = threading.Lock()
 
 
 @runtime_checkable
@@ -196,6 +209,7 @@ class FsspecBackend:
         fs: Any = None,
         scope: str | None = None,
         read_only: Sequence[str] = DEFAULT_READ_ONLY,
+        announce: str | None = None,
     ) -> None:
         import fsspec
         from fsspec.core import url_to_fs
@@ -210,6 +224,9 @@ class FsspecBackend:
         self.root: str = str(root).rstrip("/")
         self.scope = scope
         self.read_only = tuple(read_only)
+        #: why this root was chosen, logged once per process with its first write
+        #: (the default backend names itself; see :func:`ars_core.default_backend`)
+        self.announce = announce
         self._children: dict[str, FsspecBackend] = {}
 
     def scoped(self, scope: str) -> FsspecBackend:
@@ -226,6 +243,7 @@ class FsspecBackend:
                 fs=self.fs,
                 scope=scope_name(scope),
                 read_only=self.read_only,
+                announce=self.announce,
             )
             self._children[scope] = child
         return child
@@ -244,12 +262,36 @@ class FsspecBackend:
         """:meth:`write_text` for a text already encoded (:func:`encode_text`)."""
         norm = check_path(path, write=True, read_only=self.read_only)
         host = self._host(norm)
+        if self.announce is not None:
+            self._announce_root()
         try:
             if not self._holds(host, data):
                 self._put(host, data)
         except Exception as exc:  # storage errors vary by filesystem
             raise FileBackendError(norm, f"{type(exc).__name__}: {exc}") from exc
         return norm
+
+    def _announce_root(self) -> None:
+        """Name the root in one INFO line, the first time this process writes there;
+        a local folder also gets a ``.gitignore`` (``*``), as tool caches do."""
+        local = bool(self._protocols() & {"file", "local"})
+        where = self.root if local else self.url
+        with _ANNOUNCED_LOCK:
+            if where in _ANNOUNCED:
+                return
+            _ANNOUNCED.add(where)
+        log.info(
+            "ARS: offloaded tool results and history archives go to %s (%s)", where, self.announce
+        )
+        if not local:
+            return
+        ignore = posixpath.join(self.root, ".gitignore")
+        try:
+            if not self.fs.exists(ignore):
+                self.fs.makedirs(self.root, exist_ok=True)
+                self.fs.pipe_file(ignore, b"# written by ARS: its files stay out of git\n*\n")
+        except OSError as exc:  # a read-only folder: the write itself will say so
+            log.info("ARS: could not write %s: %s", ignore, exc)
 
     def _protocols(self) -> set[str]:
         protocol = self.fs.protocol

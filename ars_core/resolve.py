@@ -27,12 +27,14 @@ Anything else raises :class:`~ars_core.errors.ConfigError` at construction.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, PluginError
 from .estimate import Estimator, Tools
-from .files import FileBackend
+from .files import DEFAULT_FILES_DIR, FILES_DIR_ENV, FileBackend, FsspecBackend
 from .messages import Message
 from .plugins import (
     available,
@@ -50,6 +52,7 @@ __all__ = [
     "BackendLike",
     "CallableEstimator",
     "EstimatorLike",
+    "default_backend",
     "resolve_backend",
     "resolve_estimator",
     "resolve_summarizer",
@@ -208,3 +211,28 @@ def resolve_backend(value: BackendLike | None) -> FileBackend | None:
     raise ConfigError(
         "backend", value, "expected a FileBackend, a registered backend name, or a URL"
     )
+
+
+def default_backend() -> FileBackend:
+    """Where ARS keeps its files when no backend is given: files that outlive the process.
+
+    ``ARS_FILES_DIR`` names a local folder or any backend URL (``s3://bucket/ars``;
+    ``memory://ars`` only when asked for it, it is lost with the process); unset,
+    the folder ``.ars`` in the current directory. A relative folder is made
+    absolute now, so a later ``chdir`` does not move the files. The first file
+    written names the place in one INFO log line (logger ``ars``), and a local
+    folder gets a ``.gitignore``.
+    """
+    configured = os.environ.get(FILES_DIR_ENV, "").strip()
+    if "://" in configured:
+        backend = resolve_backend(configured)
+        if isinstance(backend, FsspecBackend) and backend.announce is None:
+            backend.announce = f"from {FILES_DIR_ENV}"
+        assert backend is not None
+        return backend
+    if configured:
+        folder, why = os.path.abspath(os.path.expanduser(configured)), f"from {FILES_DIR_ENV}"
+    else:
+        folder = os.path.abspath(DEFAULT_FILES_DIR)
+        why = f"the default; set {FILES_DIR_ENV} or pass a backend to choose another place"
+    return FsspecBackend(Path(folder).as_uri(), announce=why)

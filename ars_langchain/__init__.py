@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         event_to_state,
     )
     from .redirect import ArsFileRedirectMiddleware
+    from .store import StoreFileBackend
     from .stream import (
         DEFAULT_STREAM_MODES,
         asse_frames,
@@ -46,6 +47,7 @@ _LAZY: dict[str, str] = {
     "DeepAgentsFileBackend": "backends",
     "EVENT_KEY": "middleware",
     "HistoryConverter": "convert",
+    "StoreFileBackend": "store",
     "acompact_now": "compaction",
     "asse_frames": "stream",
     "compact_now": "compaction",
@@ -69,6 +71,7 @@ __all__ = [
     "ChatModelSummarizer",
     "DeepAgentsFileBackend",
     "HistoryConverter",
+    "StoreFileBackend",
     "acompact_now",
     "asse_frames",
     "chunk_to_sse",

@@ -8,7 +8,10 @@
 * :class:`BackendResolver` picks the backend of one model call: the runtime
   context's ``file_backend`` (or ``ars_backend``) when set, else the
   middleware's own, else the agent's own (the backend of deepagents' file
-  tools), else an in-memory fsspec backend. Every backend is scoped to the
+  tools), else the graph's store (``runtime.store``, through
+  :class:`~ars_langchain.store.StoreFileBackend`), else
+  :func:`ars_core.default_backend` (the folder ``.ars``, or ``ARS_FILES_DIR``).
+  Every backend is scoped to the
   conversation thread (cached per thread); sub-agents run with their parent's
   ``thread_id``, so they share the parent's scope.
 
@@ -33,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ars_core import FileBackend, FileBackendError, FsspecBackend, check_path
+from ars_core import FileBackend, FileBackendError, FsspecBackend, check_path, default_backend
 from ars_core.adapter import (
     DEFAULT_READ_ONLY,
     OUTPUT_FOLDERS,
@@ -42,6 +45,8 @@ from ars_core.adapter import (
     output_folder,
     scope_name,
 )
+
+from .store import StoreFileBackend
 
 __all__ = [
     "ARS_FOLDERS",
@@ -288,7 +293,8 @@ class BackendResolver:
 
     ``default`` is a core backend, a deepagents backend, a factory called with
     the LangGraph runtime, or ``None``: the agent's own backend (deepagents' file
-    tools), else an in-memory fsspec backend. Every backend is scoped by
+    tools), else the graph's store (``runtime.store``), else
+    :func:`ars_core.default_backend` (built when first needed). Every backend is scoped by
     ``scope`` (the thread id); scoped backends are cached, at most
     ``max_cached`` of them.
     """
@@ -297,7 +303,7 @@ class BackendResolver:
 
     def __init__(self, default: BackendSource | None = None, *, max_cached: int = 256) -> None:
         self.default = default
-        self.fallback = FsspecBackend("memory://ars")
+        self._fallback: FileBackend | None = None
         self.max_cached = max_cached
         self._lock = threading.Lock()
         self._scoped: OrderedDict[tuple[int, str], tuple[Any, FileBackend]] = OrderedDict()
@@ -311,10 +317,20 @@ class BackendResolver:
         if source is None:
             source = agent_backend(tools)
         if source is None:
+            source = getattr(runtime, "store", None)
+        if source is None:
             source = self.fallback
         if callable(source) and not _is_backend(source):
             source = source(runtime)
         return self._wrap(source, scope)
+
+    @property
+    def fallback(self) -> FileBackend:
+        """Where files go when nothing else says: :func:`ars_core.default_backend`."""
+        with self._lock:
+            if self._fallback is None:
+                self._fallback = default_backend()
+            return self._fallback
 
     def agent_path(self, runtime: Any, scope: str, tool: Any, path: str) -> str | None:
         """Where the agent's file tool ``tool`` finds ARS's file ``path`` on thread
@@ -345,6 +361,8 @@ class BackendResolver:
         scoped: FileBackend
         if deep:
             scoped = self._scope(source, scope)
+        elif _is_store(source):
+            scoped = StoreFileBackend(source, scope=scope)
         elif isinstance(source, FsspecBackend) and source.scope is None:
             scoped = source.scoped(scope)
         elif _is_backend(source):
@@ -369,6 +387,19 @@ class BackendResolver:
             shown = "/" if virtual else root.as_posix().rstrip("/") + "/"
             return _AgentView(files, f"{shown}threads/{files.scope}/")
         return DeepAgentsFileBackend(source, scope=scope)
+
+
+def _is_store(obj: Any) -> bool:
+    """Whether ``obj`` is a LangGraph store (``runtime.store``)."""
+    from langgraph.store.base import BaseStore
+
+    return isinstance(obj, BaseStore)
+
+
+def reads_agent_files(backend: Any) -> bool:
+    """Whether ``backend`` keeps ARS's files where the agent's own ``read_file`` reads
+    them (a deepagents backend): the agent needs no read-back tool then."""
+    return isinstance(backend, DeepAgentsFileBackend | _AgentView)
 
 
 def _is_backend(obj: Any) -> bool:

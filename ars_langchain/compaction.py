@@ -103,7 +103,7 @@ def compact_now(
     process); ``context`` is the run's context (``summary_*`` fields, file
     backend). With nothing to summarize nothing changes and the result says so."""
     values = graph.get_state(config).values
-    call = middleware.between_turns(values, config, model, context)
+    call = middleware.between_turns(values, config, model, context, _store(graph))
     result = call.session.compressor.compact_now(
         call.messages, options=call.options(middleware.emit)
     )
@@ -125,7 +125,7 @@ async def acompact_now(
 ) -> Compaction:
     """Async twin of :func:`compact_now` (archive and summary run concurrently)."""
     values = (await graph.aget_state(config)).values
-    call = middleware.between_turns(values, config, model, context)
+    call = middleware.between_turns(values, config, model, context, _store(graph))
     result = await call.session.compressor.acompact_now(
         call.messages, options=call.options(middleware.emit)
     )
@@ -135,6 +135,11 @@ async def acompact_now(
             await graph.abulk_update_state(config, _as_the_model(update))
             _check_stored((await graph.aget_state(config)).values, update)
     return result
+
+
+def _store(graph: Any) -> Any:
+    """The graph's store (``create_agent(..., store=...)``), where its files go."""
+    return getattr(graph, "store", None)
 
 
 def _stored(values: Mapping[str, Any], update: Mapping[str, Any]) -> bool:

@@ -54,13 +54,14 @@ from ars_core import (
     is_context_overflow,
 )
 from ars_core.adapter import (
+    READ_TOOL_NAME,
     EstimatorLike,
     EventEmitter,
     OverflowClassifier,
     SummarizerLike,
 )
 
-from .backends import BackendResolver, BackendSource
+from .backends import BackendResolver, BackendSource, reads_agent_files
 from .convert import to_core, tool_schemas
 from .redirect import ArsFileRedirectMiddleware
 from .sessions import (
@@ -103,7 +104,9 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
     model (``request.model``). ``summarizer`` replaces the model with any core
     summarizer. ``backend`` is where files go: a core backend, a deepagents
     ``BackendProtocol`` (files land where the agent's ``read_file`` reads), or
-    a factory called with the runtime; default: an in-memory fsspec backend.
+    a factory called with the runtime; default: the graph's store
+    (``runtime.store``), else :func:`ars_core.default_backend` (the folder
+    ``.ars`` in the working directory, or ``ARS_FILES_DIR``).
     An unscoped fsspec backend is scoped to the thread id. A
     ``file_backend`` field of the runtime context wins over all of these.
 
@@ -114,6 +117,10 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
 
     With no ``summary_threshold`` configured, T is 85% of the main model's
     ``profile["max_input_tokens"]`` when the profile says, else 100K.
+    ``read_tool`` (default on) gives the agent the ``read_ars_file`` tool, which
+    reads the thread's offloaded results and archives back a page at a time
+    (:mod:`ars_langchain.readback`); it is hidden from the model when the
+    agent's own ``read_file`` reads ARS's files (deepagents).
     ``compaction_tool=True`` gives the agent the ``compact_conversation`` tool:
     calling it makes the next model call run an L2 round first (see
     :mod:`ars_langchain.compaction`, which also has ``compact_now`` for
@@ -140,6 +147,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         max_sessions: int = 256,
         compressor_options: Mapping[str, Any] | None = None,
         compaction_tool: bool = False,
+        read_tool: bool = True,
         _resolver: BackendResolver | None = None,
     ) -> None:
         super().__init__()
@@ -158,12 +166,16 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         self.max_sessions = max_sessions
         self.compressor_options = dict(compressor_options or {})
         self.compaction_tool = compaction_tool
+        self.read_tool = read_tool
+        self.tools = []
         if compaction_tool:  # the agent can ask for an L2 round (deepagents' tool name)
             from .compaction import make_compaction_tool
 
-            self.tools = [make_compaction_tool(self)]
-        else:
-            self.tools = []
+            self.tools.append(make_compaction_tool(self))
+        if read_tool:  # the agent can read back what ARS saved
+            from .readback import make_read_tool
+
+            self.tools.append(make_read_tool(self))
         self._name = name
         self._resolver = _resolver or BackendResolver(backend)
         #: points the agent's own file tools at this thread's ARS files (a shared backend)
@@ -210,6 +222,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             max_sessions=self.max_sessions,
             compressor_options=self.compressor_options,
             compaction_tool=self.compaction_tool,
+            read_tool=self.read_tool,
             _resolver=self._resolver,
         )
 
@@ -243,6 +256,8 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         config = self.sessions.config_for(context)
         thread, ns = scope_parts()
         session = self.sessions.get((thread, ns), config, model_window(request.model))
+        backend = self._resolver.resolve(runtime, file_scope(context, thread), request.tools)
+        request = self._visible_tools(request, backend)
         with session.lock:
             # the event: reuse the parsed one while the stored dict is unchanged
             state: Mapping[str, Any] = request.state
@@ -269,7 +284,6 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             forget_history = getattr(session.compressor.estimator, "forget_history", None)
             if forget_history is not None:
                 forget_history()
-        backend = self._resolver.resolve(runtime, file_scope(context, thread), request.tools)
         return Call(
             session=session,
             messages=messages,
@@ -280,10 +294,32 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             backend=backend,
             thread=thread,
             requested=bool(state.get(COMPACT_REQUEST_KEY)) if state else False,
+            request=request,
+        )
+
+    def _visible_tools(self, request: ModelRequest[Any], backend: Any) -> ModelRequest[Any]:
+        """The request without ``read_ars_file`` when the agent's own ``read_file``
+        reads ARS's files (the model needs one way to read them, not two)."""
+        if not self.read_tool or not reads_agent_files(backend):
+            return request
+        mine = {id(t) for t in self.tools if getattr(t, "name", None) == READ_TOOL_NAME}
+        tools = [t for t in request.tools if id(t) not in mine]
+        return request if len(tools) == len(request.tools) else request.override(tools=tools)
+
+    def tool_backend(self, runtime: Any) -> Any:
+        """The file backend a tool call of this thread reads (what its model calls wrote)."""
+        thread, _ = scope_parts()
+        return self._resolver.resolve(
+            runtime, file_scope(getattr(runtime, "context", None), thread)
         )
 
     def between_turns(
-        self, values: Mapping[str, Any], config: Mapping[str, Any], model: Any, context: Any
+        self,
+        values: Mapping[str, Any],
+        config: Mapping[str, Any],
+        model: Any,
+        context: Any,
+        store: Any = None,
     ) -> Call:
         """A call on a thread's checkpointed ``values`` outside any model call
         (``compact_now``): the thread's session, the summary model (``model``,
@@ -308,7 +344,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         session = self.sessions.get((thread, ns), self.sessions.config_for(context), window)
         messages = [to_core(m) for m in values.get("messages") or ()]
         agent_tools = session.agent_tools
-        runtime = SimpleNamespace(context=context)
+        runtime = SimpleNamespace(context=context, store=store)
         backend = self._resolver.resolve(runtime, file_scope(context, thread), agent_tools)
         return Call(
             session=session,
@@ -386,6 +422,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
         call = self._prepare(request)
+        request = call.request
 
         def call_model(view: list[Message]) -> ModelResponse[Any]:
             return handler(self._view(request, call, view))
@@ -401,6 +438,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
         call = self._prepare(request)
+        request = call.request
 
         async def call_model(view: list[Message]) -> ModelResponse[Any]:
             return await handler(self._view(request, call, view))

@@ -199,6 +199,7 @@ class Call:
     backend: Any
     thread: str
     requested: bool = False  # the compaction tool asked for an L2 round
+    request: Any = None  # the model request, without tools the agent does not need
 
     def options(self, emitter: EventEmitter) -> CallOptions:
         """What the engine gets for this call (``call``, ``compact_now``...)."""

@@ -63,12 +63,12 @@ from ars_core import (
     Compressor,
     Estimator,
     FileBackend,
-    FsspecBackend,
     Message,
     MessageFormatError,
     SummarizationEvent,
     Summarizer,
     SummaryConfig,
+    default_backend,
     message_from_dict,
     message_to_dict,
 )
@@ -198,7 +198,7 @@ class ArsMemory(BaseMemory):
         self._history = ChatHistory()  # the stored messages converted, incrementally
         self._config = config or SummaryConfig()
         # a URL or a registered name resolves through the plugin registry
-        root: FileBackend = resolve_backend(file_backend) or FsspecBackend("memory://ars")
+        root: FileBackend = resolve_backend(file_backend) or default_backend()
         scoped = getattr(root, "scoped", None)
         self._files = scoped(chat_store_key) if callable(scoped) else root  # one scope per key
         self._summarizer_explicit = summarizer is not None or llm is not None
@@ -245,9 +245,10 @@ class ArsMemory(BaseMemory):
         (LlamaIndex ``LLM``; pass the agent's own, or let :class:`ArsFunctionAgent`
         bind it); ``summarizer`` any core summarizer instead; with neither, the
         deterministic extractive summarizer. ``file_backend`` is a core file
-        backend or an fsspec URL (default ``memory://ars``, lost with the
-        process); it is scoped to ``chat_store_key``. ``on_event(payload)``
-        receives every compression event's ``to_dict()``.
+        backend or an fsspec URL (default: :func:`ars_core.default_backend`, the
+        folder ``.ars`` in the current directory or ``ARS_FILES_DIR``); it is
+        scoped to ``chat_store_key``. ``on_event(payload)`` receives every
+        compression event's ``to_dict()``.
         """
         unknown = set(config_fields) - set(CONFIG_FIELDS)
         if unknown:
@@ -287,6 +288,15 @@ class ArsMemory(BaseMemory):
     def files(self) -> FileBackend:
         """The file backend of this conversation (scoped to ``chat_store_key``)."""
         return self._files
+
+    def read_tool(self) -> Any:
+        """A ``read_ars_file(path, offset, limit)`` ``FunctionTool`` for the agent: it
+        reads this conversation's offloaded results and archives back, a page of
+        lines at a time (:mod:`ars_llamaindex.readback`). Give it to the agent with
+        its other tools: ``ArsFunctionAgent(tools=[*tools, memory.read_tool()])``."""
+        from .readback import make_read_tool
+
+        return make_read_tool(self._files)
 
     @property
     def summarizer(self) -> Summarizer | AsyncSummarizer:

@@ -318,6 +318,9 @@ def build_demo(
     middleware = ArsSummarizationMiddleware(
         config,
         backend=files,
+        # no read_ars_file tool: the scripted model never reads files back, and a small
+        # local model gets no tools at all (see build below)
+        read_tool=False,
         summarizer=None if model_url else ExtractiveSummarizer(),
     )
     checkpointer = InMemorySaver()

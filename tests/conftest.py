@@ -55,6 +55,16 @@ E2E_DIR = Path(__file__).resolve().parent / "e2e"
 _AUTO_MARKERS = {"postgres_url": "postgres", "s3_endpoint": "s3", "llama_server": "e2e"}
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _ars_files_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """ARS's default file folder (``ARS_FILES_DIR``) is a temporary folder for the whole
+    session, subprocesses included: no test writes ``.ars`` into the repository."""
+    folder = tmp_path_factory.mktemp("ars-files")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ARS_FILES_DIR", str(folder))
+        yield folder
+
+
 SOAK_DIR = Path(__file__).resolve().parent / "soak"
 
 

@@ -34,3 +34,18 @@ def run_script(
         timeout=120,
         env=repo_env(),
     )
+
+
+def run_module(
+    module: str, *args: str, cwd: Path = REPO_ROOT, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m module args...`` in a fresh process (the repository importable)."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env if env is not None else repo_env(),
+        check=False,
+    )

@@ -17,6 +17,7 @@ SURFACES = {
         "DeepAgentsFileBackend",
         "EVENT_KEY",
         "HistoryConverter",
+        "StoreFileBackend",
         "asse_frames",
         "chunk_to_sse",
         "event_from_state",

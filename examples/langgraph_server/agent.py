@@ -12,8 +12,10 @@ Environment:
 ``ARS_FILES_URL``
     Where ARS writes offloaded tool results and history archives: any fsspec URL
     (``file:///srv/ars``, ``s3://bucket/ars``, ...). Each thread gets its own
-    ``threads/<thread id>/`` folder under it. Default: ``memory://ars`` (lost
-    when the server stops; fine for a try-out, not for production).
+    ``threads/<thread id>/`` folder under it. Unset: the server's own store
+    (``runtime.store``; PostgreSQL-backed in production, so the files live as long
+    as the threads), one namespace per thread; the agent reads them back with the
+    middleware's ``read_ars_file`` tool.
 ``ARS_FILES_OPTIONS``
     fsspec storage options as JSON, e.g.
     ``{"client_kwargs": {"endpoint_url": "http://127.0.0.1:9000"}}`` for an
@@ -90,10 +92,14 @@ def make_model() -> Any:
     return FakeToolChatModel([scripted_reply] * SCRIPTED_REPLIES)
 
 
-def make_backend() -> FsspecBackend:
-    """The file backend of ``ARS_FILES_URL`` (scoped to each thread by the middleware)."""
+def make_backend() -> FsspecBackend | None:
+    """The file backend of ``ARS_FILES_URL`` (scoped to each thread by the middleware);
+    ``None`` when it is unset: the middleware then writes into the server's store."""
+    url = os.environ.get("ARS_FILES_URL")
+    if not url:
+        return None
     options: dict[str, Any] = json.loads(os.environ.get("ARS_FILES_OPTIONS") or "{}")
-    return FsspecBackend(os.environ.get("ARS_FILES_URL", "memory://ars"), storage_options=options)
+    return FsspecBackend(url, storage_options=options)
 
 
 graph = create_agent(

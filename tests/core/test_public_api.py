@@ -60,6 +60,7 @@ PUBLIC = sorted(
         "__version__",
         "audit_retention",
         "check_path",
+        "default_backend",
         "default_estimator",
         "describe_event",
         "effective_messages",

@@ -46,6 +46,7 @@ def setup(tag: str) -> tuple[FakeToolChatModel, Any]:
         CONFIG,
         summarizer=FakeSummarizer("SUMMARY OF EARLIER TURNS"),
         compressor_options={"lean_rounds": False},
+        read_tool=False,  # the cutoffs below are pinned for a request without its schema
     )
     return model, mw
 

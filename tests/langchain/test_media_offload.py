@@ -51,7 +51,10 @@ def test_answered_inline_images_reach_the_model_as_file_references(
     model = FakeToolChatModel([AIMessage("they agree", id="a2")])
     backend = FsspecBackend(f"memory://media-{thread_id}")
     config = SummaryConfig(summary_threshold=1, summary_l2_trigger_ratio=1.0)
-    mw = ArsSummarizationMiddleware(config, backend=backend, estimator=ApproxEstimator())
+    # read_tool=False: the scripted turns below are sized for a request without its schema
+    mw = ArsSummarizationMiddleware(
+        config, backend=backend, estimator=ApproxEstimator(), read_tool=False
+    )
     result = runner.run(
         build_agent(model, mw), [{"messages": seed}], {"configurable": {"thread_id": thread_id}}
     )
