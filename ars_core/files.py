@@ -148,14 +148,16 @@ def sanitize_name(name: str, *, default: str = "tool", max_length: int = 64) -> 
 def scope_name(scope: str) -> str:
     """A file-system-safe, collision-free directory name for a scope (thread id).
 
-    Safe names are kept as they are; any other gets a hash of the raw name
-    appended, so ``"a/b"`` and ``"a_b"`` (or ``"../etc"`` and ``"etc"``) never share
-    a scope.
+    Safe names are kept as they are; any other becomes ``_<sanitized>-<hash of
+    the raw name>``. A safe name never starts with ``_`` (:func:`sanitize_name`
+    strips it), so a hashed name can never equal one: ``"a/b"`` and ``"a_b"``,
+    ``"../etc"`` and ``"etc"``, ``"team/alice"`` and the literal
+    ``"team_alice-8b8fafbf563a"`` never share a scope.
     """
     safe = sanitize_name(scope, default="default", max_length=96)
     if safe != scope:
         digest = text_sha256(scope)[:12]
-        safe = f"{safe}-{digest}"
+        safe = f"_{safe}-{digest}"
     return safe
 
 

@@ -14,7 +14,10 @@ Storage layout in the chat store (one conversation = one ``chat_store_key``):
        "replaced": [{"index", "sha", "message"}]}    # tail trims, applied to the view only
 
   The last record is the current event; older ones stay as the chain of
-  summaries. A new process with the same store rebuilds the same view from it.
+  summaries. Keys holding ``::ars_`` are ARS's: a memory refuses one as its
+  ``chat_store_key`` (a memory on ``alice::ars_event`` would read Alice's
+  summary and forge her next view). A new process with the same store
+  rebuilds the same view from it.
   The core checks the event's anchor against the stored messages on every
   call (:func:`ars_core.events.check_event`): after an edit a re-anchored
   event is appended, and when the summarized messages are gone a record with
@@ -61,6 +64,7 @@ from ars_core import (
     CompressionEvent,
     CompressionRound,
     Compressor,
+    ConfigError,
     Estimator,
     FileBackend,
     Message,
@@ -98,6 +102,8 @@ log = logging.getLogger("ars.llamaindex")
 
 #: the event log of conversation ``key`` lives under ``key + EVENT_KEY_SUFFIX``
 EVENT_KEY_SUFFIX = "::ars_event"
+#: chat store keys holding this are ARS's (a memory cannot be opened on one)
+RESERVED_KEY_MARK = "::ars_"
 _RECORD_KEY = "ars_event"
 _VERSION = 1
 
@@ -188,6 +194,13 @@ class ArsMemory(BaseMemory):
         on_event: EventCallback | None = None,
         is_overflow: Callable[[BaseException], bool] = is_context_overflow,
     ) -> None:
+        if not isinstance(chat_store_key, str) or RESERVED_KEY_MARK in chat_store_key:
+            raise ConfigError(
+                "chat_store_key",
+                chat_store_key,
+                f"keys holding {RESERVED_KEY_MARK!r} are ARS's own (a conversation's event "
+                f"log is <key>{EVENT_KEY_SUFFIX}); choose another key",
+            )
         store = chat_store if chat_store is not None else SimpleChatStore()
         super().__init__(  # type: ignore[call-arg]  # pydantic fields of this class
             chat_store=store,

@@ -122,6 +122,9 @@ class TestFsspecBackends:
         assert written["r/threads/evil/outputs/x.txt"] == "plain"
         assert written["r/threads/a_b/outputs/x.txt"] == "underscore"
         assert root.scoped("a/b") is root.scoped("a/b")
+        # a hashed name is never a literal thread id's (safe names never start with "_")
+        root.scoped("team/alice").write_text("outputs/y.txt", "alice")
+        assert not root.scoped("team_alice-8b8fafbf563a").exists("outputs/y.txt")
 
     def test_s3_through_a_local_moto_server(self, s3_endpoint) -> None:  # type: ignore[no-untyped-def]
         bucket = s3_endpoint.create_bucket()
