@@ -9,7 +9,9 @@ Needs the ``server`` and ``langchain`` extras::
 
 The page (``GET /``) has a chat box, the streamed answer, a live panel of the
 ``context_compression`` events (phase, level, tokens before -> after against
-T, links to the files ARS wrote) and a token gauge per thread.
+T, links to the files ARS wrote, short names with the full path on hover and
+when copied), the latest summary one click away, and a token gauge per thread
+in plain words.
 
 ``POST /chat`` with ``{"thread_id": "...", "message": "..."}`` answers with
 ``text/event-stream``: ``event: token`` frames for the model's words,
@@ -171,13 +173,20 @@ def create_app(agent: Any) -> Starlette:
         values = await thread_state(path_thread(request))
         messages: list[BaseMessage] = values.get("messages", [])
         raw = values.get(EVENT_KEY)
-        view = effective_messages([to_core(m) for m in messages], event_from_state(raw))
+        event = event_from_state(raw)
+        state = [to_core(m) for m in messages]
+        view = effective_messages(state, event)
+        estimator = ApproxEstimator()
         return JSONResponse(
             {
                 "messages": len(messages),
                 "summarization_event": raw,
+                # the summary's text, as the model reads it (None before the first summary)
+                "summary": event.summary_message.text if event is not None else None,
                 # what the next model call starts from (summary + later messages), before L1
-                "tokens": ApproxEstimator().count_messages(view),
+                "tokens": estimator.count_messages(view),
+                # every message of the conversation, as if nothing were compressed
+                "conversation_tokens": estimator.count_messages(state),
                 "threshold": setup.config.threshold_tokens,
             }
         )
@@ -387,13 +396,20 @@ PAGE = """<!doctype html>
   form { display: flex; gap: 8px; padding: 8px 16px; border-top: 1px solid #ddd; }
   textarea { flex: 1; height: 3.2em; }
   aside { overflow-y: auto; padding: 12px 16px; }
+  #gauge-label, #gauge-note, #history-tokens { margin: 4px 0; }
+  #gauge-note { font-size: 12px; color: #4b5563; }
   #gauge { position: relative; height: 22px; background: #e5e7eb; border-radius: 4px; }
   #gauge-fill { position: absolute; inset: 0 auto 0 0; background: #60a5fa; border-radius: 4px; }
   #gauge-fill.over { background: #f87171; }
   #gauge-text { position: relative; padding-left: 6px; line-height: 22px; }
   #events { padding-left: 20px; }
   .event { margin: 6px 0; }
-  a.file { word-break: break-all; }
+  a.file { font-family: ui-monospace, monospace; font-size: 12px; white-space: nowrap; }
+  a.summary-link { cursor: pointer; text-decoration: underline dotted; }
+  #summary { margin: 8px 0; border: 1px solid #e5e7eb; border-radius: 4px; padding: 4px 8px; }
+  #summary > summary { cursor: pointer; font-weight: 600; }
+  #summary-text { white-space: pre-wrap; font-size: 12px; max-height: 40vh; overflow-y: auto;
+                  margin: 6px 0 0; }
   .event.started { color: #92400e; }
   .event.completed { color: #065f46; }
   .event.failed { color: #991b1b; }
@@ -416,10 +432,16 @@ PAGE = """<!doctype html>
 </main>
 <aside>
   <h2>Context</h2>
-  <div id="gauge" title="tokens of the last request ARS sent to the model, against T">
+  <p id="gauge-label">Next request, before ARS compresses it</p>
+  <div id="gauge" title="estimated tokens of the request, against the size at which ARS compresses">
     <div id="gauge-fill"></div><span id="gauge-text">-</span>
   </div>
+  <p id="gauge-note"></p>
   <p id="history-tokens"></p>
+  <details id="summary" hidden>
+    <summary id="summary-title">Summary</summary>
+    <div id="summary-text"></div>
+  </details>
   <h2>Compression events</h2>
   <ol id="events"></ol>
   <p id="persisted"></p>
@@ -468,33 +490,81 @@ function describe(e) {
   if (e.level === "L2" && e.cutoff !== undefined && e.cutoff !== null) {
     if (e.file_path) { out.push(", history archived to "); out.push({path: e.file_path}); }
     else out.push(", history archive not written");
-    out.push(", summary covers messages 1-" + e.cutoff);
+    out.push(", "); out.push({summary: "summary covers messages 1-" + e.cutoff});
   }
   return out;
 }
+// A file's short name: its base name with long hex digests cut to 8 characters
+// (the full path is the link's title, and what copying the link's text gives).
+function shortName(path) {
+  const base = path.split("/").pop();
+  return base.replace(/[0-9a-f]{12,}/g, (hex) => hex.slice(0, 8) + "\u2026");
+}
 function link(path) {
   const a = document.createElement("a");
-  a.href = fileUrl(path); a.target = "_blank"; a.textContent = path; a.className = "file";
+  a.href = fileUrl(path); a.target = "_blank"; a.textContent = shortName(path);
+  a.className = "file"; a.title = path; a.dataset.path = path;
   return a;
 }
+// "summary covers messages 1-n" opens the summary below the gauge
+function summaryLink(text) {
+  const a = document.createElement("a");
+  a.className = "summary-link"; a.textContent = text; a.href = "#summary";
+  a.title = "read the summary";
+  a.addEventListener("click", (ev) => { ev.preventDefault(); openSummary(); });
+  return a;
+}
+function openSummary() {
+  const d = $("summary");
+  if (d.hidden) return;
+  d.open = true; d.scrollIntoView({block: "nearest"});
+}
+// Copying text that holds file links copies their full paths.
+document.addEventListener("copy", (ev) => {
+  const sel = document.getSelection();
+  if (!sel || sel.rangeCount === 0 || sel.isCollapsed) return;
+  const range = sel.getRangeAt(0);
+  let node = range.commonAncestorContainer;
+  if (node.nodeType !== 1) node = node.parentElement;
+  const inside = node && node.closest("a.file");
+  let text;
+  if (inside) {
+    text = inside.dataset.path;
+  } else {
+    const part = range.cloneContents();
+    if (!part.querySelector("a.file")) return;
+    part.querySelectorAll("a.file").forEach((a) => a.replaceWith(a.dataset.path));
+    text = part.textContent;
+  }
+  ev.clipboardData.setData("text/plain", text);
+  ev.preventDefault();
+});
 function addEvent(e) {
   const li = document.createElement("li");
   li.className = "event " + e.phase;
   li.dataset.phase = e.phase; li.dataset.level = e.level; li.dataset.round = e.round_id;
   li.dataset.event = JSON.stringify(e);
-  for (const part of describe(e)) li.append(typeof part === "string" ? part : link(part.path));
+  for (const part of describe(e)) {
+    li.append(typeof part === "string" ? part : part.path ? link(part.path) : summaryLink(part.summary));
+  }
   $("events").append(li);
   if (e.phase === "completed" && Number.isInteger(e.tokens_after)) {
     sawRound = true; gauge(e.tokens_after, e.threshold);
   }
 }
+// The gauge: the last request ARS sent once a round was seen, else the next one as it
+// stands; in tokens against the size at which ARS compresses (T).
 function gauge(tokens, T) {
   const g = $("gauge");
   g.dataset.tokens = tokens; g.dataset.threshold = T;
   const fill = $("gauge-fill");
   fill.style.width = Math.min(100, 100 * tokens / T) + "%";
   fill.classList.toggle("over", tokens >= T);
-  $("gauge-text").textContent = "\u2248 " + fmt(tokens) + " / T " + fmt(T) + " tokens";
+  $("gauge-label").textContent = sawRound
+    ? "Last request sent to the model" : "Next request, before ARS compresses it";
+  $("gauge-text").textContent = fmt(tokens) + " of " + fmt(T) + " tokens";
+  $("gauge-note").textContent = "ARS compresses a request once it reaches " + fmt(T) +
+    " tokens: large tool results go to files, older messages into a summary.";
 }
 function bubble(role, text) {
   const div = document.createElement("div");
@@ -510,8 +580,15 @@ async function refresh() {
   if (!r.ok) return;
   const s = await r.json();
   if (!sawRound) gauge(s.tokens, s.threshold);
-  $("history-tokens").textContent = "history \u2248 " + fmt(s.tokens) +
-    " tokens (the summary and the messages after it, before L1)";
+  $("history-tokens").textContent = "Whole conversation: " + s.messages +
+    (s.messages === 1 ? " message" : " messages") + ", about " + fmt(s.conversation_tokens) +
+    " tokens" + (s.summary ? " (the model gets a summary of the older ones)" : "") + ".";
+  const d = $("summary");
+  d.hidden = !s.summary;
+  if (s.summary) {
+    $("summary-title").textContent = "Summary of messages 1-" + s.summarization_event.cutoff;
+    $("summary-text").textContent = s.summary;
+  }
   const ev = s.summarization_event, p = $("persisted");
   p.textContent = "";
   if (ev) {
@@ -524,6 +601,7 @@ async function refresh() {
 async function load() {
   status("loading");
   $("conversation").textContent = ""; $("events").textContent = ""; sawRound = false;
+  $("summary").hidden = true; $("summary").open = false;
   const r = await fetch("/threads/" + encodeURIComponent(thread) + "/messages");
   if (r.ok) {
     for (const m of await r.json()) {

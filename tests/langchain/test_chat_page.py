@@ -2,7 +2,8 @@
 Selenium through chromedriver), against the service served by uvicorn on
 127.0.0.1: messages go in through the chat box until ARS compresses the
 context, and the page shows the ``context_compression`` events with their
-numbers, links that open the files, and the token gauge.
+numbers, links that open the files (short names; the full path on hover and when
+copied), the summary one click away, and the token gauge in plain words.
 
 Skipped locally when chromium, chromedriver or Selenium is missing; under
 ``CI=true`` that is a failure. The screenshot is saved in the test's tmp
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -24,6 +26,7 @@ import httpx
 import pytest
 
 from ars_core import describe_event
+from ars_langchain import event_from_state
 from tests.langchain.test_sse_service import load_example
 from tests.servers import LOCALHOST, free_port, unavailable
 
@@ -112,6 +115,35 @@ def served_demo() -> Iterator[tuple[ServedApp, Any]]:
         yield served, setup
 
 
+def short_name(path: str) -> str:
+    """The page's name for a file: its base name, hex digests cut to 8 characters."""
+    return re.sub(r"[0-9a-f]{12,}", lambda m: m.group()[:8] + "…", path.rsplit("/", 1)[-1])
+
+
+def shorten(text: str, event: dict[str, Any]) -> str:
+    """``text`` with the event's file paths replaced by their short names."""
+    for path in [*event.get("offloaded", []), event.get("file_path")]:
+        if path:
+            text = text.replace(path, short_name(path))
+    return text
+
+
+#: true when an inline element is laid out in one box (not wrapped over lines)
+ONE_LINE = "return arguments[0].getClientRects().length === 1;"
+#: select an element's contents, fire a copy event, return what the page put on the clipboard
+COPY = """
+const range = document.createRange();
+range.selectNodeContents(arguments[0]);
+const sel = document.getSelection();
+sel.removeAllRanges(); sel.addRange(range);
+const ev = new ClipboardEvent("copy", {clipboardData: new DataTransfer(), bubbles: true,
+                                       cancelable: true});
+document.dispatchEvent(ev);
+sel.removeAllRanges();
+return ev.clipboardData.getData("text/plain");
+"""
+
+
 def wait_idle(driver: Any, timeout: float = 60) -> None:
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -168,7 +200,8 @@ def test_chat_page_shows_compression_rounds_with_their_numbers_and_files(
         ("completed", "L2"),
     ]
     for entry, event in zip(entries, events, strict=True):
-        assert entry.text == describe_event(event)  # the page and the helper say the same
+        # the page and the helper say the same, the page naming files by their short names
+        assert entry.text == shorten(describe_event(event), event)
         assert event["threshold"] == 1024 and event["tokens_before"] >= 1024
         assert f"{event['tokens_before']:,} " in entry.text and "T 1,024" in entry.text
         if event["phase"] == "completed":
@@ -183,10 +216,39 @@ def test_chat_page_shows_compression_rounds_with_their_numbers_and_files(
 
     gauge = browser.find_element("id", "gauge")
     assert int(gauge.get_attribute("data-tokens")) == l2["tokens_after"]
-    assert f"{l2['tokens_after']:,} / T 1,024" in gauge.text
+    assert gauge.text == f"{l2['tokens_after']:,} of 1,024 tokens"
+    assert browser.find_element("id", "gauge-label").text == "Last request sent to the model"
+    assert browser.find_element("id", "gauge-note").text == (
+        "ARS compresses a request once it reaches 1,024 tokens: large tool results go to "
+        "files, older messages into a summary."
+    )
+    assert browser.find_element("id", "history-tokens").text == (
+        f"Whole conversation: 8 messages, about {state['conversation_tokens']:,} tokens "
+        "(the model gets a summary of the older ones)."
+    )
+    assert state["conversation_tokens"] > l2["tokens_before"] > l2["tokens_after"]
 
     links = entries[-1].find_elements("css selector", "a.file")
-    assert [a.text for a in links] == [*l2["offloaded"], l2["file_path"]]
+    paths = [*l2["offloaded"], l2["file_path"]]
+    assert [a.text for a in links] == [short_name(p) for p in paths]
+    assert [a.get_attribute("title") for a in links] == paths  # the full path on hover
+    assert all(len(a.text) <= 40 for a in links)
+    # each name on one line (an inline element that wraps has several boxes)
+    assert [browser.execute_script(ONE_LINE, a) for a in links] == [True] * len(links)
+    # copying a name, or a whole entry, copies the full paths
+    assert [browser.execute_script(COPY, a) for a in links] == paths
+    assert browser.execute_script(COPY, entries[-1]) == describe_event(l2)
+
+    # the summary, one click away: the L2 entry's "summary covers messages 1-5" opens it
+    summary = browser.find_element("id", "summary")
+    text = browser.find_element("id", "summary-text")
+    assert summary.get_attribute("open") is None and not text.is_displayed()
+    entries[-1].find_element("css selector", "a.summary-link").click()
+    assert summary.get_attribute("open") is not None and text.is_displayed()
+    expected = event_from_state(persisted)
+    assert expected is not None and "latency of the checkout API" in expected.summary_message.text
+    assert text.get_attribute("textContent") == expected.summary_message.text == state["summary"]
+    assert browser.find_element("id", "summary-title").text == "Summary of messages 1-5"
     screenshot = tmp_path / "chat-page.png"
     assert browser.save_screenshot(str(screenshot))
     png = screenshot.read_bytes()
@@ -233,9 +295,14 @@ def test_reloading_the_page_shows_the_thread_from_the_checkpoint(
         ),
     ]
     persisted = browser.find_element("id", "persisted").text
-    assert persisted.startswith(
-        "checkpoint: 8 messages, summary covers 1-5, history in outputs/conversation_history/"
-    )
+    assert persisted.startswith("checkpoint: 8 messages, summary covers 1-5, history in history-")
+    # without a round seen, the gauge is the next request as it stands, the summary still there
+    label = browser.find_element("id", "gauge-label").text
+    assert label == "Next request, before ARS compresses it"
+    assert browser.find_element("id", "summary-title").text == "Summary of messages 1-5"
+    summary = browser.find_element("id", "summary")
+    summary.find_element("tag name", "summary").click()
+    assert browser.find_element("id", "summary-text").is_displayed()
 
     browser.get(f"{served.url}/?thread=other-2")
     wait_idle(browser)

@@ -131,6 +131,9 @@ async def test_sse_chat_service_streams_compression_frames() -> None:
         after_cutoff = [to_core(m) for m in snapshot.values["messages"][5:]]
         summary = message_from_dict(event["summary_message"])
         assert state["tokens"] == ApproxEstimator().count_messages([summary, *after_cutoff])
+        everything = [to_core(m) for m in snapshot.values["messages"]]
+        assert state["conversation_tokens"] == ApproxEstimator().count_messages(everything)
+        assert state["summary"] == summary.text
         archive = await client.get(f"/threads/th/files/{event['file_path']}")
         header, archived = read_history(archive.text)
         assert (header["start"], header["end"]) == (0, 5)
