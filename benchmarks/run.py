@@ -37,6 +37,9 @@ K. ``llamaindex_flat``: the LlamaIndex memory's per-call ``get()`` overhead agai
 L. ``chat``: long multi-session chats (``--chat-data``, LoCoMo's format; not shipped):
    the answers each policy keeps in the final request, messages kept after a
    summary, summary rounds and tokens, at ``--chat-thresholds``.
+M. ``cold``: every call on fresh message objects (a deserialized checkpoint): a call
+   below T at 1,000 and 10,000 messages (new thread, and first call of a process),
+   the first L2 round on an unseen history, one call over 20,000 messages / ~150 MB.
 
 The peers are used through their public constructors; nothing of theirs is
 copied.
@@ -68,6 +71,7 @@ from benchmarks import (  # noqa: E402
     budget,
     cache,
     chat,
+    cold,
     estimator_kinds,
     estimators,
     flatness,
@@ -94,6 +98,7 @@ SECTIONS: tuple[ModuleType, ...] = (
     formats,
     llamaindex_flat,
     chat,
+    cold,
 )
 
 

@@ -1,0 +1,446 @@
+"""M. Cold: every call on message objects nothing has seen (a deserialized checkpoint).
+
+A LangGraph server (and any worker that loads a thread from its checkpointer)
+builds new message objects at the start of every run, so no per-message cache
+of an earlier call helps. Measured here, with fresh objects for every timed call
+(built before the clock starts, as a checkpointer's deserialization would):
+
+* a call below T at 1,000 and 10,000 messages on a thread new to a running
+  worker (the engine and the process are warm, the messages are not): the ARS
+  core (``Compressor.call``), the ARS middleware (``wrap_model_call``),
+  LangChain's ``SummarizationMiddleware.before_model`` and deepagents'
+  ``SummarizationMiddleware.wrap_model_call``;
+* the same call as the first of a fresh process (imports done, not timed);
+* the first L2 round at 1,000 messages on a history nothing has seen (a new
+  engine or middleware and a new files folder each time);
+* one call over 20,000 messages of about 150 MB (tool results enlarged) with
+  files on the local disk: its time and the peak memory it adds, against the
+  history's text.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ars_core import (
+    Compressor,
+    FsspecBackend,
+    Message,
+    SummaryConfig,
+    message_from_dict,
+    message_to_dict,
+)
+
+from .common import (
+    LC,
+    NO_TRIGGER_K,
+    Context,
+    InstantSummarizer,
+    Timing,
+    ars_middleware_available,
+    canned_handler,
+    concatenated,
+    fake_chat_model,
+    fmt_ms,
+    fmt_ratio,
+    table,
+    target,
+)
+
+KEY = "M"
+NEEDS: tuple[str, ...] = ()
+REPLY = Message(role="assistant", content="done")
+BIG_MESSAGES = 20_000
+BIG_BYTES = 150_000_000
+
+
+def _sizes(ctx: Context) -> list[int]:
+    return [100, 300] if ctx.args.quick else [1_000, 10_000]
+
+
+def _reps(ctx: Context, n: int) -> int:
+    return 3 if ctx.args.quick or n > 2_000 else 5
+
+
+class Fresh:
+    """One history and a way to make brand-new objects of it, core or LangChain: each
+    batch has ids and texts of its own (a marker appended), as another thread's
+    history would, so no cache keyed by id or by content serves it."""
+
+    def __init__(self, runs: Sequence[Any], n: int) -> None:
+        self.system, history = concatenated(runs, n)
+        self.dicts = [message_to_dict(m) for m in history]
+        self.lc_dicts: list[dict[str, Any]] | None = None
+        self.n = n
+        self.batch = 0
+
+    def _marked(self, dicts: list[dict[str, Any]], data: bool) -> list[dict[str, Any]]:
+        self.batch += 1
+        out = []
+        for d in dicts:
+            d = json.loads(json.dumps(d))
+            body = d["data"] if data else d
+            if isinstance(body.get("content"), str):
+                body["content"] += f" [{self.batch}]"
+            if body.get("id"):
+                body["id"] = f"b{self.batch}-{body['id']}"
+            out.append(d)
+        return out
+
+    def core(self) -> list[Message]:
+        return [message_from_dict(d) for d in self._marked(self.dicts, data=False)]
+
+    def langchain(self) -> list[Any]:
+        from langchain_core.messages import messages_from_dict, messages_to_dict
+
+        if self.lc_dicts is None:
+            lc = LC()
+            history = [message_from_dict(d) for d in self.dicts]
+            self.lc_dicts = messages_to_dict([lc.from_core(m) for m in history])
+        return list(messages_from_dict(self._marked(self.lc_dicts, data=True)))
+
+
+def _request(messages: list[Any], system: Any) -> Any:
+    from langchain.agents.middleware.types import ModelRequest
+
+    return ModelRequest(
+        model=fake_chat_model(),
+        messages=messages,
+        system_message=system,
+        tools=[],
+        state={"messages": messages},
+    )
+
+
+def _timed(prepare: Callable[[], Callable[[], Any]], reps: int) -> Timing:
+    """``reps`` samples of the call ``prepare()`` returns (``prepare`` is not timed)."""
+    timing = Timing()
+    for _ in range(reps):
+        call = prepare()
+        gc.collect()
+        t0 = time.perf_counter()
+        call()
+        timing.samples.append(time.perf_counter() - t0)
+    return timing
+
+
+def contenders(
+    fresh: Fresh, *, threshold_k: float, folder: Path, middleware: bool
+) -> dict[str, Callable[[], Callable[[], Any]]]:
+    """Each contender's ``prepare``: new message objects (and, for an L2 round, a new
+    engine and files folder), returning the call to time."""
+    from langchain.agents.middleware import SummarizationMiddleware as LCMiddleware
+
+    lc = LC()
+    system_lc = lc.from_core(fresh.system) if fresh.system is not None else None
+    handler, _ = canned_handler()
+    config = SummaryConfig(summary_threshold=threshold_k, summary_keep_messages=10)
+    trigger = int(threshold_k * 1024)
+    serial = iter(range(10**9))
+    new_thread = threshold_k != NO_TRIGGER_K  # an L2 round: nothing of it seen before
+    core_engine = Compressor(config, backend=FsspecBackend(folder.as_uri()))
+
+    def core() -> Callable[[], Any]:
+        k = next(serial)
+        engine = core_engine
+        if new_thread:
+            engine = Compressor(
+                config,
+                backend=FsspecBackend((folder / f"core-{k}").as_uri()),
+                summarizer=InstantSummarizer(),
+            )
+        messages = fresh.core()
+        return lambda: engine.call(messages, lambda v: REPLY, system=fresh.system, thread=f"t{k}")
+
+    out: dict[str, Callable[[], Callable[[], Any]]] = {}
+    if middleware:
+        from ars_langchain.middleware import ArsSummarizationMiddleware
+
+        def make_mw(k: int) -> Any:
+            return ArsSummarizationMiddleware(
+                config,
+                summarizer=InstantSummarizer(),
+                backend=FsspecBackend((folder / f"mw-{k}").as_uri()),
+                stream=False,
+            )
+
+        shared_mw = make_mw(-1)
+
+        def ars_mw() -> Callable[[], Any]:
+            k = next(serial)
+            mw = make_mw(k) if new_thread else shared_mw
+            request = _request(fresh.langchain(), system_lc)
+            return lambda: mw.wrap_model_call(request, handler)
+
+        out["ARS middleware"] = ars_mw
+    out["ARS core"] = core
+    lc_mw = LCMiddleware(
+        fake_chat_model(),
+        trigger=("tokens", trigger),
+        keep=("messages", 10),
+        summarizer=lambda messages: "summary",
+    )
+
+    def langchain() -> Callable[[], Any]:
+        messages = fresh.langchain()
+        request = _request(messages, system_lc)
+
+        def call() -> Any:
+            lc_mw.before_model({"messages": messages}, None)  # type: ignore[arg-type]
+            return handler(request)
+
+        return call
+
+    out["LangChain"] = langchain
+    from deepagents.backends import FilesystemBackend
+    from deepagents.middleware.summarization import SummarizationMiddleware as DAMiddleware
+
+    def deepagents() -> Callable[[], Any]:
+        k = next(serial)
+        da = DAMiddleware(
+            fake_chat_model(),
+            backend=FilesystemBackend(root_dir=folder / f"da-{k}", virtual_mode=True),
+            trigger=("tokens", trigger),
+            keep=("messages", 10),
+            summarizer=lambda messages: "summary",
+        )
+        request = _request(fresh.langchain(), system_lc)
+        return lambda: da.wrap_model_call(request, handler)
+
+    out["deepagents"] = deepagents
+    return out
+
+
+# ---------------------------------------------------------------- fresh processes
+
+
+def _child(argv: Sequence[str]) -> None:
+    """``python -m benchmarks.cold MODE N RUNS_DIR``: one measurement, printed as JSON."""
+    mode, n, runs_dir = argv[0], int(argv[1]), Path(argv[2])
+    from ars_core.replay import load_runs
+
+    runs = load_runs([runs_dir])
+    with tempfile.TemporaryDirectory(prefix="ars-cold-") as tmp:
+        if mode == "big":
+            print(json.dumps(_big_call(runs, n, Path(tmp))))
+            return
+        fresh = Fresh(runs, n)
+        prepare = contenders(
+            fresh, threshold_k=NO_TRIGGER_K, folder=Path(tmp), middleware=mode == "ARS middleware"
+        )[mode]
+        call = prepare()
+        t0 = time.perf_counter()
+        call()
+        print(json.dumps({"seconds": time.perf_counter() - t0}))
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _big_call(runs: Sequence[Any], n: int, tmp: Path) -> dict[str, Any]:
+    """One core call over ``n`` messages whose tool results are enlarged to about
+    ``BIG_BYTES`` of text in all, T = 100K, files on the local disk."""
+    system, history = concatenated(runs, n)
+    base = sum(len(m.text) for m in history) or 1
+    tool_chars = sum(len(m.text) for m in history if m.role == "tool") or 1
+    factor = max(1, round((BIG_BYTES * n / BIG_MESSAGES - base) / tool_chars) + 1)
+    big = [
+        attrs.evolve(m, content=m.text * factor) if m.role == "tool" and m.text else m
+        for m in history
+    ]
+    del history
+    text = sum(len(m.text) for m in big)
+    engine = Compressor(
+        SummaryConfig(summary_threshold=100, summary_keep_messages=10),
+        backend=FsspecBackend(tmp.as_uri()),
+        summarizer=InstantSummarizer(),
+    )
+    gc.collect()
+    before = _rss()
+    peak = [before]
+    done = threading.Event()
+
+    def sample() -> None:  # the resident size while the call runs, every 5 ms
+        while not done.wait(0.005):
+            peak[0] = max(peak[0], _rss())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    t0 = time.perf_counter()
+    outcome = engine.call(big, lambda v: REPLY, system=system, thread="big")
+    seconds = time.perf_counter() - t0
+    done.set()
+    sampler.join()
+    peak[0] = max(peak[0], _rss())
+    files = sum(1 for p in tmp.rglob("*") if p.is_file())
+    return {
+        "messages": len(big),
+        "text": text,
+        "seconds": seconds,
+        "added": peak[0] - before,
+        "level": outcome.level,
+        "files": files,
+    }
+
+
+def _subprocess(mode: str, n: int, runs_dir: Path) -> dict[str, Any]:
+    repo = Path(__file__).resolve().parents[1]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")])),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.cold", mode, str(n), str(runs_dir)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=repo,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+# ---------------------------------------------------------------- the section
+
+
+def measure(ctx: Context) -> dict[str, Any]:
+    middleware = ars_middleware_available()
+    runs_dir = ctx.runs_dir
+    assert runs_dir is not None
+    per_call: dict[str, dict[int, float]] = {}
+    for n in _sizes(ctx):
+        fresh = Fresh(ctx.runs, n)
+        prepares = contenders(
+            fresh, threshold_k=NO_TRIGGER_K, folder=ctx.tmp / f"cold-{n}", middleware=middleware
+        )
+        for name, prepare in prepares.items():
+            prepare()()  # the process and the engine warm, not these messages
+            per_call.setdefault(name, {})[n] = _timed(prepare, _reps(ctx, n)).median_ms
+        ctx.log(
+            f"  cold call at {n} messages: "
+            + ", ".join(f"{k} {v[n]:.1f} ms" for k, v in per_call.items())
+        )
+    first_n = _sizes(ctx)[0]
+    first: dict[str, float] = {}
+    for name in per_call:
+        samples = [
+            _subprocess(name, first_n, runs_dir)["seconds"]
+            for _ in range(1 if ctx.args.quick else 3)
+        ]
+        first[name] = sorted(samples)[len(samples) // 2] * 1000
+    ctx.log(
+        "  first call of a fresh process: " + ", ".join(f"{k} {v:.1f} ms" for k, v in first.items())
+    )
+
+    l2_n = ctx.args.l2_size
+    fresh = Fresh(ctx.runs, l2_n)
+    rounds = contenders(
+        fresh, threshold_k=ctx.args.l2_threshold, folder=ctx.tmp / "cold-l2", middleware=middleware
+    )
+    l2: dict[str, float] = {}
+    for name, prepare in rounds.items():
+        l2[name] = _timed(prepare, 3 if ctx.args.quick else 5).median_ms
+    ctx.log("  cold first L2 round: " + ", ".join(f"{k} {v:.1f} ms" for k, v in l2.items()))
+
+    big_n = 500 if ctx.args.quick else BIG_MESSAGES
+    big = _subprocess("big", big_n, runs_dir)
+    ctx.log(f"  one call over {big['messages']} messages: {big['seconds']:.1f} s")
+    return {
+        "sizes": _sizes(ctx),
+        "per_call": per_call,
+        "first": first,
+        "first_n": first_n,
+        "l2": l2,
+        "l2_n": l2_n,
+        "l2_threshold": ctx.args.l2_threshold,
+        "big": big,
+    }
+
+
+def render(ctx: Context, data: dict[str, Any]) -> list[str]:
+    sizes = data["sizes"]
+    per_call = data["per_call"]
+    ars = "ARS middleware" if "ARS middleware" in per_call else "ARS core"
+    lines = ["## M. Cold: fresh message objects every call (a deserialized checkpoint)", ""]
+    lines += [(__doc__ or "").split("\n\n", 1)[1].strip(), ""]
+    rows = [
+        [name, *(fmt_ms(v[n]) for n in sizes), fmt_ms(data["first"].get(name, float("nan")))]
+        for name, v in per_call.items()
+    ]
+    lines += table(
+        [
+            "policy",
+            *(f"{n:,} messages, new thread (ms)" for n in sizes),
+            f"{data['first_n']:,} messages, first call of a process (ms)",
+        ],
+        rows,
+    )
+    lines.append("")
+    for n in sizes:
+        ratio = per_call[ars][n] / per_call["LangChain"][n]
+        lines.append(
+            target(
+                f"{ars} cold call at {n:,} messages <= 2x LangChain's cold before_model "
+                f"({fmt_ms(per_call[ars][n])} ms vs {fmt_ms(per_call['LangChain'][n])} ms: "
+                f"{ratio:.2f}x)",
+                ratio <= 2.0,
+            )
+        )
+    lines.append("")
+    l2 = data["l2"]
+    lines += [
+        f"The first L2 round on {data['l2_n']:,} messages nothing has seen "
+        f"(T = {data['l2_threshold']:g}K, a new engine/middleware and files folder each time):",
+        "",
+    ]
+    lines += table(
+        ["policy", "first L2 round (ms)", "vs LangChain"],
+        [[k, fmt_ms(v), fmt_ratio(v, l2["LangChain"])] for k, v in l2.items()],
+    )
+    lines.append("")
+    ratio = l2[ars] / l2["LangChain"]
+    lines.append(
+        target(
+            f"{ars} cold first L2 round <= 5x LangChain's and <= 50 ms "
+            f"({fmt_ms(l2[ars])} ms, {ratio:.1f}x)",
+            ratio <= 5 and l2[ars] <= 50,
+        )
+    )
+    big = data["big"]
+    lines += [
+        "",
+        f"One core call over {big['messages']:,} messages, {big['text'] / 1e6:.0f} MB of text "
+        f"(T = 100K, files on the local disk, {big['files']:,} files written, level "
+        f"{big['level']}): {big['seconds']:.1f} s, peak memory added "
+        f"{big['added'] / 1e6:.0f} MB ({big['added'] / max(1, big['text']):.1f}x the text).",
+        "",
+        target(
+            "20,000 messages / ~150 MB in one call <= 5 s and peak memory <= 2x the text",
+            big["seconds"] <= 5 and big["added"] <= 2 * big["text"],
+        ),
+        "",
+    ]
+    return lines
+
+
+def raw(data: dict[str, Any]) -> dict[str, Any]:
+    return {"cold": data}
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1:])
