@@ -337,7 +337,8 @@ def measure(ctx: Context) -> dict[str, Any]:
         )
     first_n = _sizes(ctx)[0]
     first: dict[str, float] = {}
-    for name in per_call:
+    processes = ["ARS middleware" if middleware else "ARS core", "LangChain"]
+    for name in per_call if not ctx.args.quick else processes:
         samples = [
             _subprocess(name, first_n, runs_dir)["seconds"]
             for _ in range(1 if ctx.args.quick else 3)

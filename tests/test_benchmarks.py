@@ -155,11 +155,12 @@ def test_report_has_every_section(smoke: tuple[str, dict[str, object], str]) -> 
         "## J. Content blocks",
         "## K. LlamaIndex memory per-call overhead",
         "## L. Multi-session chat",
+        "## M. Cold",
     ):
         assert heading in report
     # A, L2, B, B defaults, C errors, C speed, D, E, F, G, H kinds, H fit, I stall, I memory,
-    # J formats, J images, K, L
-    assert len(parse_tables(report)) == 18
+    # J formats, J images, K, L, M calls, M first round
+    assert len(parse_tables(report)) == 20
     assert set(raw) == {
         "per_call_ms",
         "l2_ms",
@@ -176,6 +177,7 @@ def test_report_has_every_section(smoke: tuple[str, dict[str, object], str]) -> 
         "images",
         "llamaindex_per_call_ms",
         "chat",
+        "cold",
     }
 
 
@@ -614,3 +616,26 @@ def test_chat_section_skips_without_its_data(tmp_path: Path) -> None:
     assert chat.raw(data) == {"chat": {"skipped": data["skipped"]}}
     quick = Context(args=run.parse_args(["--quick"]), runs=[], tmp=tmp_path, log=lambda s: None)
     assert chat.measure(quick) == {"skipped": "quick mode: pass --chat-data to measure it"}
+
+
+def test_cold_section(smoke: tuple[str, dict[str, object], str]) -> None:
+    """M in quick mode: every contender timed on fresh objects at both sizes, the first
+    call of a fresh process for ARS and LangChain, a cold first L2 round for each, and
+    the large call ran (L2, files written, memory sampled); one target line per target."""
+    report, raw, _ = smoke
+    calls, rounds = section_tables(report, "## M. Cold")
+    names = ["ARS middleware", "ARS core", "LangChain", "deepagents"]
+    assert [row["policy"] for row in calls] == names
+    assert [row["policy"] for row in rounds] == names
+    for row in calls:
+        assert num(row["100 messages, new thread (ms)"]) > 0
+        assert num(row["300 messages, new thread (ms)"]) > 0
+    first = {row["policy"]: row["100 messages, first call of a process (ms)"] for row in calls}
+    assert num(first["ARS middleware"]) > 0 and num(first["LangChain"]) > 0
+    assert all(num(row["first L2 round (ms)"]) > 0 for row in rounds)
+    cold = raw["cold"]
+    assert isinstance(cold, dict)
+    big = cold["big"]
+    assert big["messages"] == 500 and big["level"] == "L2" and big["files"] > 1
+    assert big["text"] > 1_000_000 and big["added"] >= 0
+    assert len(target_lines(section_text(report, "## M. Cold"))) == 4
