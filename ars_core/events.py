@@ -560,6 +560,10 @@ class CompressionEvent:
     threshold_source: str | None = None
     #: the round was asked for (a compaction tool, ``compact_now``), not triggered by size
     requested: bool = False
+    #: tool results left out of the view sent: no call of the message heading their block
+    orphan_results: int = 0
+    #: tool calls with no result, answered in the view sent with a synthetic result
+    unanswered_calls: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable payload (the ``data`` of an SSE frame)."""
@@ -592,6 +596,10 @@ class CompressionEvent:
             out["threshold_source"] = self.threshold_source
         if self.requested:
             out["requested"] = True
+        if self.orphan_results:
+            out["orphan_results"] = self.orphan_results
+        if self.unanswered_calls:
+            out["unanswered_calls"] = self.unanswered_calls
         return out
 
 
@@ -659,6 +667,13 @@ def describe_event(event: CompressionEvent | Mapping[str, Any]) -> str:
     if truncated:
         noun = "argument" if truncated == 1 else "arguments"
         details.append(f"{truncated} large {noun} truncated")
+    orphans, unanswered = data.get("orphan_results") or 0, data.get("unanswered_calls") or 0
+    if orphans:
+        plural = "s" if orphans != 1 else ""
+        details.append(f"{orphans} tool result{plural} without a call left out")
+    if unanswered:
+        noun = "call" if unanswered == 1 else "calls"
+        details.append(f"{unanswered} tool {noun} without a result answered with a note")
     if level == "L2" and data.get("cutoff") is not None:
         where = data.get("file_path")
         archived = f"history archived to {where}" if where else "history archive not written"

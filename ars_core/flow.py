@@ -78,6 +78,7 @@ from .l2 import (
 )
 from .layout import HISTORY_DIR
 from .messages import Message
+from .pairing import pair_tool_calls
 from .retention import Retention, audit_retention, task_statement
 from .summarize import ExtractiveSummarizer, SummaryResult, condense_history, whole_tokens
 from .summary_call import InputHalver, RetryPolicy, SummaryCall
@@ -157,9 +158,22 @@ class _Round:
     started: bool = False
     reached: Level = "L1"
     emitted: list[CompressionEvent] = attrs.field(factory=list)
+    orphan_results: int = 0  # tool results left out of the view sent (no call heads them)
+    unanswered_calls: int = 0  # tool calls answered with a synthetic result in the view
+
+    def send(self, view: list[Message]) -> list[Message]:
+        """``view`` as it is sent: every tool call paired with its result."""
+        paired = pair_tool_calls(view)
+        if paired.changed:
+            self.orphan_results = len(paired.orphans)
+            self.unanswered_calls = len(paired.unanswered)
+        return paired.view
 
     def record(self, phase: Phase, level: Level, **kw: Any) -> Emit:
         self.round_id = self.round_id or uuid.uuid4().hex[:12]
+        if phase != "started":
+            kw.setdefault("orphan_results", self.orphan_results)
+            kw.setdefault("unanswered_calls", self.unanswered_calls)
         event = CompressionEvent(
             phase=phase,
             level=level,
@@ -356,10 +370,11 @@ def _count_extra(est: Estimator, system: Message | str | None, tools: Tools | No
 def _below_threshold(r: _Round) -> Generator[Effect, Any, CallOutcome | None]:
     """The effective messages go straight to the model; ``None`` when it
     overflowed and the forced path takes over."""
-    result = yield CallModel(r.effective)
+    view = r.send(r.effective)
+    result = yield CallModel(view)
     if r.overflowed(result):
         return None
-    return r.outcome(result, r.effective, None, r.tokens_before)
+    return r.outcome(result, view, None, r.tokens_before)
 
 
 def _level1(r: _Round) -> Generator[Effect, Any, _L1View]:
@@ -396,10 +411,11 @@ def _after_l1(r: _Round, l1: _L1View) -> Flow:
     """Send the L1 view when it fits the L2 threshold, else summarize (L2)."""
     sent: ModelResult | None = None
     if not r.forced and not r.requested and l1.tokens <= r.l2_threshold:
-        sent = yield CallModel(l1.view)
+        view = r.send(l1.view)
+        sent = yield CallModel(view)
         if not r.overflowed(sent):
             yield r.record("completed", "L1", tokens_after=l1.tokens, **l1.fields)
-            return r.outcome(sent, l1.view, "L1", l1.tokens)
+            return r.outcome(sent, view, "L1", l1.tokens)
     cut = _cutoff(r, l1)
     if cut is None:
         return (yield from _l1_fallback(r, l1, sent))
@@ -489,14 +505,15 @@ def _l1_fallback(r: _Round, l1: _L1View, sent: ModelResult | None) -> Flow:
     )
     if sent is not None and sent.error is not None:
         raise sent.error
-    result = yield CallModel(l1.view)
+    view = r.send(l1.view)
+    result = yield CallModel(view)
     if result.error is not None:
         if not r.started:  # a failing forced round is reported
             yield r.start("L1")
         raise result.error
     if r.started:
         yield r.record("completed", "L1", tokens_after=l1.tokens, **l1.fields)
-    return r.outcome(result, l1.view, "L1" if r.started else None, l1.tokens)
+    return r.outcome(result, view, "L1" if r.started else None, l1.tokens)
 
 
 def _level2(r: _Round, l1: _L1View, cut: _Cut) -> Flow:
@@ -508,7 +525,8 @@ def _level2(r: _Round, l1: _L1View, cut: _Cut) -> Flow:
     sent = yield from _trim_tail(r, l1, cut, new_event.summary_message)
     retention = _audit(r, cut, sent.view)
     new_event = attrs.evolve(new_event, retention=retention)
-    result = yield CallModel(sent.view)
+    view = r.send(sent.view)
+    result = yield CallModel(view)
     if result.error is not None:
         raise result.error
     yield r.record(
@@ -529,7 +547,7 @@ def _level2(r: _Round, l1: _L1View, cut: _Cut) -> Flow:
             anchor = attrs.evolve(new_event.anchor, next=message_key(trimmed))
             new_event = attrs.evolve(new_event, anchor=anchor)
     update = StateUpdate(event=new_event, replaced=sent.replaced)
-    return r.outcome(result, sent.view, "L2", sent.tokens, update)
+    return r.outcome(result, view, "L2", sent.tokens, update)
 
 
 def _audit(r: _Round, cut: _Cut, view: Sequence[Message]) -> Retention:
