@@ -41,7 +41,6 @@ With no ``summary_threshold`` configured, T is 85% of the agent's LLM's
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -56,7 +55,6 @@ from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
 from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore
 
 from ars_core import (
-    ArsError,
     AsyncSummarizer,
     CallOptions,
     CallOutcome,
@@ -68,13 +66,10 @@ from ars_core import (
     Estimator,
     FileBackend,
     Message,
-    MessageFormatError,
     SummarizationEvent,
     Summarizer,
     SummaryConfig,
     default_backend,
-    message_from_dict,
-    message_to_dict,
 )
 from ars_core.adapter import (
     CONFIG_FIELDS,
@@ -84,10 +79,10 @@ from ars_core.adapter import (
     deliver_event,
     is_context_overflow,
     resolve_backend,
-    text_sha256,
 )
 
 from .convert import system_text, to_core_messages, tool_schemas
+from .eventlog import EVENT_KEY_SUFFIX, RESERVED_KEY_MARK, LoadedState, load_state, record_of
 from .events import EventCallback, dispatch
 from .history import ChatHistory
 from .store import ChatStoreAdapter
@@ -99,13 +94,6 @@ __all__ = ["EVENT_KEY_SUFFIX", "ArsMemory", "CompactionRound"]
 SystemPrompt = str | ChatMessage | None
 
 log = logging.getLogger("ars.llamaindex")
-
-#: the event log of conversation ``key`` lives under ``key + EVENT_KEY_SUFFIX``
-EVENT_KEY_SUFFIX = "::ars_event"
-#: chat store keys holding this are ARS's (a memory cannot be opened on one)
-RESERVED_KEY_MARK = "::ars_"
-_RECORD_KEY = "ars_event"
-_VERSION = 1
 
 
 def _context_window(llm: LLM | None) -> int | None:
@@ -122,21 +110,6 @@ def _context_window(llm: LLM | None) -> int | None:
     if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
         return None
     return None if window == DEFAULT_CONTEXT_WINDOW else window
-
-
-def _sha(message: ChatMessage) -> str:
-    text = json.dumps(
-        message.model_dump(mode="json"), sort_keys=True, ensure_ascii=False, default=str
-    )
-    return text_sha256(text)
-
-
-@attrs.define
-class _State:
-    chat: list[ChatMessage]  # the stored messages (never handed out)
-    core: list[Message]
-    event: SummarizationEvent | None
-    record: dict[str, Any] | None
 
 
 @attrs.define
@@ -354,68 +327,6 @@ class ArsMemory(BaseMemory):
 
     # ------------------------------------------------------------ state
 
-    def _state(
-        self, chat: list[ChatMessage], core: list[Message], records: list[ChatMessage]
-    ) -> _State:
-        """``core`` (a list of the call's own) with the trimmed messages the event's
-        record names in the form they were sent."""
-        record, event = self._latest_record(records)
-        if record is not None and event is not None:
-            for i, item in record["replaced"].items():
-                if event.cutoff <= i < len(core) and item["sha"] == _sha(chat[i]):
-                    core[i] = item["form"]  # what was actually sent
-        return _State(chat=chat, core=core, event=event, record=record)
-
-    def _latest_record(
-        self, records: list[ChatMessage]
-    ) -> tuple[dict[str, Any] | None, SummarizationEvent | None]:
-        """The newest readable record and its event (``None`` after a drop). A
-        corrupt record never breaks ``get``: it is skipped with a warning."""
-        for m in reversed(records):
-            rec = m.additional_kwargs.get(_RECORD_KEY)
-            try:
-                if not isinstance(rec, Mapping):
-                    raise MessageFormatError("not an ARS record", source="summarization event")
-                raw = rec.get("event")
-                event = SummarizationEvent.from_dict(raw) if raw is not None else None
-                return {**rec, "replaced": self._trims(rec.get("replaced"))}, event
-            except ArsError as exc:
-                log.warning(
-                    "ARS: ignoring a corrupt summarization record of %r: %s",
-                    self.chat_store_key,
-                    exc,
-                )
-        return None, None
-
-    def _trims(self, raw: Any) -> dict[int, dict[str, Any]]:
-        """The trimmed-message items of a record, by state index (``index``, ``sha``,
-        ``message``, and ``form``: the message read). An item that is not one is
-        skipped with a warning: the view then sends that stored message as it is."""
-        items = raw if isinstance(raw, list) else ()
-        if raw is not None and not isinstance(raw, list):
-            log.warning(
-                "ARS: ignoring the trimmed messages of a summarization record of %r: "
-                "not a list but %s",
-                self.chat_store_key,
-                type(raw).__name__,
-            )
-        trims: dict[int, dict[str, Any]] = {}
-        for item in items:
-            try:
-                if not isinstance(item, Mapping):
-                    raise TypeError(f"an item is a {type(item).__name__}, not an object")
-                index = item["index"]
-                if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-                    raise ValueError(f"index {index!r} is not a message position")
-                if not isinstance(item.get("sha"), str):
-                    raise ValueError("sha is not a string")
-                form = message_from_dict(item["message"])
-            except (ArsError, KeyError, TypeError, ValueError) as exc:
-                log.warning("ARS: ignoring a corrupt trimmed-message record: %s", exc)
-                continue
-            trims[index] = {**item, "form": form}
-        return trims
-
     def _converted(self, stored: list[ChatMessage]) -> tuple[list[Message], list[ChatMessage]]:
         """The stored messages as core messages, converting only what changed."""
         core, chat = self._history.update(stored)
@@ -435,45 +346,14 @@ class ArsMemory(BaseMemory):
             return []
         return self._history.known()
 
-    def _load(self) -> _State:
+    def _load(self) -> LoadedState:
         core, chat = self._converted(self._store.peek(self.chat_store_key, self._known()))
-        return self._state(chat, core, self._store.peek(self.event_key))
+        return load_state(chat, core, self._store.peek(self.event_key), self.chat_store_key)
 
-    async def _aload(self) -> _State:
+    async def _aload(self) -> LoadedState:
         stored = await self._store.apeek(self.chat_store_key, self._known())
         core, chat = self._converted(stored)
-        return self._state(chat, core, await self._store.apeek(self.event_key))
-
-    def _record(self, state: _State, outcome: CallOutcome) -> ChatMessage | None:
-        """The log record persisting ``outcome``'s update: a new or re-anchored
-        event, or an empty record when the stored event was dropped."""
-        update = outcome.update
-        if update is None or (update.event is None and not update.clear_event):
-            return None
-        event = update.event
-        if event is None:
-            record: dict[str, Any] = {"ars_event_version": _VERSION, "event": None}
-            text = "[ARS summarization event dropped: it no longer matched the history]"
-            return ChatMessage(role="system", content=text, additional_kwargs={_RECORD_KEY: record})
-        previous: dict[int, dict[str, Any]] = (state.record or {}).get("replaced") or {}
-        replaced = {
-            i: {k: v for k, v in item.items() if k != "form"}
-            for i, item in previous.items()
-            if i >= event.cutoff
-        }
-        for i, msg in update.replaced:
-            replaced[i] = {"index": i, "sha": _sha(state.chat[i]), "message": message_to_dict(msg)}
-        record = {
-            "ars_event_version": _VERSION,
-            "event": event.to_dict(),
-            "replaced": [replaced[i] for i in sorted(replaced)],
-        }
-        text = (
-            f"[ARS summarization event: messages 1-{event.cutoff} summarized"
-            + (f", history at {event.file_path}" if event.file_path else "")
-            + "]"
-        )
-        return ChatMessage(role="system", content=text, additional_kwargs={_RECORD_KEY: record})
+        return load_state(chat, core, await self._store.apeek(self.event_key), self.chat_store_key)
 
     def _deliver(self, event: CompressionEvent) -> None:
         # the core's delivery (plugin observers too), with the instrumentation dispatch as emitter
@@ -488,7 +368,7 @@ class ArsMemory(BaseMemory):
 
     def _options(
         self,
-        state: _State,
+        state: LoadedState,
         system_prompt: SystemPrompt,
         tools: Sequence[Any] | None,
         *,
@@ -506,7 +386,7 @@ class ArsMemory(BaseMemory):
             thread=self.chat_store_key,
         )
 
-    def _round(self, state: _State, outcome: CallOutcome) -> CompactionRound:
+    def _round(self, state: LoadedState, outcome: CallOutcome) -> CompactionRound:
         return CompactionRound(
             outcome,
             deliver=self._deliver,
@@ -531,7 +411,7 @@ class ArsMemory(BaseMemory):
             state, self._compressor.compact(state.core, hold_events=True, options=options)
         )
         with rnd.failing():  # the event could not be persisted: the round failed
-            if (record := self._record(state, rnd.outcome)) is not None:
+            if (record := record_of(state, rnd.outcome)) is not None:
                 self._store.add(self.event_key, [record])
         return rnd
 
@@ -548,7 +428,7 @@ class ArsMemory(BaseMemory):
         outcome = await self._compressor.acompact(state.core, hold_events=True, options=options)
         rnd = self._round(state, outcome)
         with rnd.failing():
-            if (record := self._record(state, rnd.outcome)) is not None:
+            if (record := record_of(state, rnd.outcome)) is not None:
                 await self._store.aadd(self.event_key, [record])
         return rnd
 
@@ -590,7 +470,7 @@ class ArsMemory(BaseMemory):
         result = self._compressor.compact_now(
             state.core, options=self._now_options(state, system_prompt, tools)
         )
-        if (record := self._record(state, result.outcome)) is not None:
+        if (record := record_of(state, result.outcome)) is not None:
             self._store.add(self.event_key, [record])
         return result
 
@@ -601,12 +481,12 @@ class ArsMemory(BaseMemory):
         state = await self._aload()
         options = self._now_options(state, system_prompt, tools)
         result = await self._compressor.acompact_now(state.core, options=options)
-        if (record := self._record(state, result.outcome)) is not None:
+        if (record := record_of(state, result.outcome)) is not None:
             await self._store.aadd(self.event_key, [record])
         return result
 
     def _now_options(
-        self, state: _State, system_prompt: SystemPrompt, tools: Sequence[Any] | None
+        self, state: LoadedState, system_prompt: SystemPrompt, tools: Sequence[Any] | None
     ) -> CallOptions:
         """An on-demand round's options: its events are delivered at once."""
         emitter: EventEmitter = lambda e: dispatch(e, self.chat_store_key, self._on_event)  # noqa: E731
@@ -646,7 +526,7 @@ class ArsMemory(BaseMemory):
         await self._store.aadd(self.chat_store_key, messages)
 
     def _keeps_event(self, new: list[ChatMessage], records: list[ChatMessage]) -> bool:
-        state = self._state(new, to_core_messages(new), records)
+        state = load_state(new, to_core_messages(new), records, self.chat_store_key)
         return check_event(state.core, state.event).event is not None
 
     def set(self, messages: list[ChatMessage]) -> None:
