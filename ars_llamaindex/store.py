@@ -5,8 +5,9 @@
 * ``AsyncDBChatStore`` (``SQLAlchemyChatStore`` on SQLite or PostgreSQL, what
   llama-index-core 0.14 ships and what its ``Memory`` uses): async only. The
   sync methods run its coroutines on one private event loop in a daemon
-  thread, so the store's engine (whose connections belong to the loop that
-  opened them, asyncpg's strictly) always sees the same loop. Use either the
+  thread, one per store (and its engine) however many memories share it, so
+  the store's engine (whose connections belong to the loop that opened them,
+  asyncpg's strictly) always sees the same loop. Use either the
   sync or the async methods with one store object, not both: an async engine
   cannot serve two event loops.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
@@ -59,6 +61,59 @@ class _LoopThread:
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._start()).result()
+
+    def serve(self, store: Any, coro: Coroutine[Any, Any, T]) -> T:
+        """``run``, then this loop also serves the engine ``store`` opened (another
+        store built on that engine gets the same loop)."""
+        try:
+            return self.run(coro)
+        finally:
+            engine = getattr(store, "_async_engine", None)
+            if engine is not None:
+                with _LOOPS_LOCK:
+                    _remember_loop(engine, self)
+
+
+_LOOPS_LOCK = threading.Lock()
+#: the loop thread of each store (and of its engine, once it has one), by ``id``,
+#: with a weak reference telling a live key from a reused ``id``
+_LOOPS: dict[int, tuple[weakref.ref[Any], _LoopThread]] = {}
+
+
+def _loop_for(store: Any) -> _LoopThread:
+    """The one loop thread serving ``store``'s sync calls, shared by every adapter
+    (every ``ArsMemory``) on that store or on its engine: an async engine's
+    connections belong to the loop that opened them (asyncpg's strictly), so two
+    loops on one engine fail with "attached to a different loop"."""
+    engine = getattr(store, "_async_engine", None)
+    keys = [k for k in (engine, store) if k is not None]
+    with _LOOPS_LOCK:
+        loop = next((entry for k in keys if (entry := _known_loop(k)) is not None), None)
+        loop = loop or _LoopThread()
+        for k in keys:
+            _remember_loop(k, loop)
+        return loop
+
+
+def _known_loop(key: Any) -> _LoopThread | None:
+    entry = _LOOPS.get(id(key))
+    return entry[1] if entry is not None and entry[0]() is key else None
+
+
+def _remember_loop(key: Any, loop: _LoopThread) -> None:
+    if _known_loop(key) is loop:
+        return
+    index = id(key)
+
+    def forget(ref: weakref.ref[Any]) -> None:
+        if _LOOPS.get(index, (None,))[0] is ref:
+            _LOOPS.pop(index, None)
+
+    try:
+        ref = weakref.ref(key, forget)
+    except TypeError:  # not weak-referenceable: not shared
+        return
+    _LOOPS[index] = (ref, loop)
 
 
 def _message(data: Any) -> ChatMessage:
@@ -139,7 +194,7 @@ class ChatStoreAdapter:
             )
         self.store = store
         self.is_async = isinstance(store, AsyncDBChatStore)
-        self._loop = _LoopThread()
+        self._loop = _loop_for(store)
         self._rows: _RowReader | None = None
         # by row id through the store's own table (its ``_initialize``), when it has one
         if isinstance(store, SQLAlchemyChatStore) and callable(getattr(store, "_initialize", None)):
@@ -211,31 +266,31 @@ class ChatStoreAdapter:
 
     def get(self, key: str) -> list[ChatMessage]:
         if isinstance(self.store, AsyncDBChatStore):
-            return self._loop.run(self.aget(key))
+            return self._loop.serve(self.store, self.aget(key))
         # an in-memory store hands out its own objects: never let them be mutated
         return [m.model_copy(deep=True) for m in self.store.get_messages(key)]
 
     def peek(self, key: str, known: Sequence[ChatMessage] = ()) -> list[ChatMessage]:
         """Sync twin of :meth:`apeek`."""
         if isinstance(self.store, AsyncDBChatStore):
-            return self._loop.run(self.apeek(key, known))
+            return self._loop.serve(self.store, self.apeek(key, known))
         return self.store.get_messages(key)
 
     def add(self, key: str, messages: Sequence[ChatMessage]) -> None:
         if isinstance(self.store, AsyncDBChatStore):
-            self._loop.run(self.aadd(key, messages))
+            self._loop.serve(self.store, self.aadd(key, messages))
             return
         for m in messages:  # a copy: the caller may mutate its object later
             self.store.add_message(key, m.model_copy(deep=True))
 
     def set(self, key: str, messages: Sequence[ChatMessage]) -> None:
         if isinstance(self.store, AsyncDBChatStore):
-            self._loop.run(self.aset(key, messages))
+            self._loop.serve(self.store, self.aset(key, messages))
             return
         self.store.set_messages(key, [m.model_copy(deep=True) for m in messages])
 
     def delete(self, key: str) -> None:
         if isinstance(self.store, AsyncDBChatStore):
-            self._loop.run(self.adelete(key))
+            self._loop.serve(self.store, self.adelete(key))
             return
         self.store.delete_messages(key)
