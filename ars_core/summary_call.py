@@ -145,7 +145,7 @@ class SummaryCall:
     """One summary call: the input, the prompt, the summary's token bound
     (``budget``), the controls, how to halve the input on overflow, and the
     task's own room in the summary when it has one (``task_budget``, see
-    :func:`~ars_core.summarize.task_budget`)."""
+    :func:`~ars_core.budget.task_budget`)."""
 
     history: list[Message]
     prompt: str

@@ -49,3 +49,33 @@ def test_the_adapter_interface_is_public_and_whole() -> None:
         assert hasattr(ars_core.adapter, name), name
         assert not name.startswith("_"), name
     assert ars_core.adapter.CallOptions is ars_core.CallOptions
+
+
+def test_compaction_uses_the_middlewares_public_methods_only() -> None:
+    """``ars_langchain/compaction.py`` reaches the middleware through public members
+    (its sessions, ``between_turns``, ``emit``) and imports it for typing only."""
+    tree = ast.parse((ROOT / "ars_langchain" / "compaction.py").read_text(encoding="utf-8"))
+    private = sorted(
+        {
+            node.attr
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "middleware"
+            and node.attr.startswith("_")
+        }
+    )
+    used = {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "middleware"
+    }
+    assert private == [] and used  # the oracle reads real attribute uses
+    runtime_imports = [
+        n.module
+        for n in tree.body
+        if isinstance(n, ast.ImportFrom) and n.level == 1 and n.module == "middleware"
+    ]
+    assert runtime_imports == []
