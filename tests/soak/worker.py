@@ -199,7 +199,8 @@ def build(settings: Settings, current: dict[str, Any], log: Log) -> tuple[Any, C
     saver = PostgresSaver(pool)
     model = FakeToolChatModel([answer] * 1_000_000)
     tools = [fetch_report]
-    current["tools"] = [t.tool_call_schema.model_json_schema() for t in tools]
+    # what the model is sent: the agent's tool and any the middleware adds (read-back)
+    current["tools"] = [t.tool_call_schema.model_json_schema() for t in [*tools, *middleware.tools]]
     agent = create_agent(
         model, tools=tools, system_prompt=SYSTEM, middleware=[middleware], checkpointer=saver
     )
