@@ -21,6 +21,7 @@ from ars_core import (
     read_messages,
     to_openai,
 )
+from ars_core.replay import SAMPLE_DIR
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=20),
@@ -114,12 +115,20 @@ class TestReadMessages:
         p.write_bytes(data)
         return p
 
-    def test_jsonl_gz_trajectory(self, trajectories_dir: Path) -> None:
-        path = trajectories_dir / "django__django-11133.jsonl.gz"
+    @staticmethod
+    def assert_round_trips(path: Path) -> None:
         msgs = read_messages(path)
         lines = [json.loads(x) for x in gzip.decompress(path.read_bytes()).decode().splitlines()]
-        assert len(msgs) == len(lines)
+        assert len(msgs) == len(lines) > 0
         assert [to_openai(m) for m in msgs] == lines
+
+    def test_jsonl_gz_trajectory(self, trajectories_dir: Path) -> None:
+        self.assert_round_trips(trajectories_dir / "django__django-11133.jsonl.gz")
+
+    @pytest.mark.parametrize("path", sorted(SAMPLE_DIR.glob("*.jsonl.gz")), ids=lambda p: p.name)
+    def test_jsonl_gz_sample_runs_shipped_with_the_package(self, path: Path) -> None:
+        """The same on the runs in the wheel (a clone without the shared runs has these)."""
+        self.assert_round_trips(path)
 
     def test_json_array_and_messages_object(self, tmp_path: Path) -> None:
         data = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
