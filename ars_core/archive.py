@@ -80,6 +80,14 @@ class ArchivedRange:
     start: int
     digests: tuple[bytes, ...]
     continues: str | None = None  # the file with the first messages, when ``path`` continues it
+    #: every file of the chain, ``path`` first (empty: ``path`` and ``continues``)
+    chain: tuple[str, ...] = ()
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        if self.chain:
+            return self.chain
+        return (self.path,) if self.continues is None else (self.path, self.continues)
 
 
 @attrs.frozen
@@ -91,6 +99,7 @@ class ArchivePlan:
     write: FileWrite | None
     path: str
     continues: str | None = None
+    chain: tuple[str, ...] = ()  # every file of the chain, ``path`` first
 
 
 @attrs.frozen
@@ -152,7 +161,9 @@ class HistoryArchive:
         return FileWrite(path, data=data)
 
     def written(self, plan: ArchivePlan) -> ArchivedRange:
-        return ArchivedRange(plan.path, self.thread, self.start, self.digests, plan.continues)
+        return ArchivedRange(
+            plan.path, self.thread, self.start, self.digests, plan.continues, plan.chain
+        )
 
 
 def history_file(
@@ -194,17 +205,20 @@ class ArchiveLog:
 
     def plan(self, backend: FileBackend, archive: HistoryArchive) -> ArchivePlan:
         """How to store ``archive`` on ``backend``: whole, as a continuation of the
-        latest archive of the same first messages, or not at all (already there)."""
+        latest archive of the same first messages, or not at all (already there).
+        An earlier archive is relied on only while every file of its chain still
+        exists on ``backend``."""
         with self._lock:
             earlier = self._slots(backend).get((archive.thread, archive.start))
-        if earlier is not None:
+        if earlier is not None and _all_exist(backend, earlier.files):
             if earlier.digests == archive.digests:
-                return ArchivePlan(None, earlier.path, earlier.continues)
+                return ArchivePlan(None, earlier.path, earlier.continues, earlier.files)
             continuation = archive.continuing(earlier)
             if continuation is not None:
-                return ArchivePlan(continuation, continuation.path, earlier.path)
+                chain = (continuation.path, *earlier.files)
+                return ArchivePlan(continuation, continuation.path, earlier.path, chain)
         whole = archive.whole()
-        return ArchivePlan(whole, whole.path)
+        return ArchivePlan(whole, whole.path, chain=(whole.path,))
 
     def record(self, backend: FileBackend, archive: HistoryArchive, plan: ArchivePlan) -> None:
         """``plan`` was stored: its path now holds ``archive`` (with the file it continues)."""
@@ -215,6 +229,18 @@ class ArchiveLog:
             slots[key] = archive.written(plan)
             while len(slots) > self.SLOTS:
                 del slots[next(iter(slots))]
+
+
+def _all_exist(backend: FileBackend, paths: Sequence[str]) -> bool:
+    """Whether every file of an earlier archive's chain is still there. A write this
+    process made may be gone: deepagents' ``StateBackend`` keeps files in the graph
+    state, and a step that failed after the write (the main model answering 503)
+    drops it with the step; a thread may be forked from an older checkpoint. Then
+    the round writes the whole range again instead of naming a missing file."""
+    try:
+        return all(backend.exists(path) for path in paths)
+    except Exception:  # cannot tell: write the whole range
+        return False
 
 
 def read_history(text: str, *, source: str | None = None) -> tuple[dict[str, Any], list[Message]]:

@@ -209,7 +209,10 @@ class _Ledger:
 
     def __init__(self, written: WrittenPaths, backend: FileBackend, writes: Sequence[FileWrite]):
         try:
-            self.done = written.setdefault(backend, set())
+            # a backend whose files live in the agent's state (deepagents' StateBackend)
+            # loses a write when the step that made it fails: nothing is taken as written
+            cached = not getattr(backend, "writes_follow_state", False)
+            self.done = written.setdefault(backend, set()) if cached else set()
         except TypeError:  # not weak-referenceable: no cache
             self.done = set()
         self.todo = [w for w in writes if w.path not in self.done]
@@ -331,7 +334,8 @@ class AsyncEffects:
 
     async def archive(self, archive: HistoryArchive) -> Archived:
         backend = self.sync.backend
-        plan = self.sync.archives.plan(backend, archive)
+        # the plan checks that the files it continues exist: backend I/O, off the loop
+        plan = await anyio.to_thread.run_sync(self.sync.archives.plan, backend, archive)
         failed = await self.write(Write((plan.write,))) if plan.write is not None else set()
         return _archived(self.sync.archives, backend, archive, plan, failed)
 

@@ -196,6 +196,16 @@ class DeepAgentsFileBackend:
         self.prefix = f"/threads/{scope_name(scope)}" if scope is not None else ""
         self.read_only = read_only
 
+    @property
+    def writes_follow_state(self) -> bool:
+        """Whether the files live in the agent's state (a ``StateBackend``, or a
+        ``CompositeBackend`` whose default is one): a write then belongs to the step
+        that made it and is dropped if that step fails, so the engine does not take
+        a file as written because it wrote it once."""
+        backend = self.backend
+        default = getattr(backend, "default", None)
+        return any(type(b).__name__ == "StateBackend" for b in (backend, default))
+
     def host_path(self, path: str) -> str:
         """Where the virtual ``path`` lives in the deepagents backend."""
         return f"{self.prefix}/{path}"

@@ -228,3 +228,69 @@ def test_files_land_where_deepagents_read_file_opens_them(thread_id: str) -> Non
     assert "build step 2: compiled module number 2 without warnings" in read_result.text
     # the model was pointed at that path by the offload note
     assert path in model.main_calls[1][-1].text
+
+
+def _file_text(stored: dict[str, Any]) -> str:
+    content = stored["content"]
+    return content if isinstance(content, str) else "\n".join(content)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.spec("R24", "R40", "R44", "R52")
+def test_an_archive_dropped_with_a_failed_step_is_written_again_whole(
+    thread_id: str, mode: str
+) -> None:
+    """deepagents with its default ``StateBackend``: the L2 round writes its archive
+    into the step's state, then the main model fails (503), so the step and the
+    archive are dropped. The re-sent turn's round writes the whole range again (not
+    a continuation naming the missing file, nor nothing because "it was written"):
+    every file the event names is in the thread's ``files`` and holds every
+    summarized message."""
+    from ars_core.archive import read_history
+    from ars_core.testing import FakeSummarizer
+    from tests.langchain.helpers import prose
+
+    seed = [
+        HumanMessage(prose(f"question {i}", 400), id=f"h{i}")
+        if i % 2 == 0
+        else AIMessage(prose(f"answer {i}", 400), id=f"a{i}")
+        for i in range(9)
+    ]
+    model = FakeToolChatModel(
+        [RuntimeError("503 Service Unavailable"), AIMessage("ok", id="r1"), AIMessage("ok2")]
+    )
+    mw = ArsSummarizationMiddleware(
+        DA_CONFIG, summarizer=FakeSummarizer("SUMMARY"), read_tool=False
+    )
+    agent = create_deep_agent(
+        model, tools=[], middleware=[mw], checkpointer=InMemorySaver(), subagents=[]
+    )
+    config = {"configurable": {"thread_id": thread_id}}
+    again = {"messages": [HumanMessage("once more, please", id="h-again")]}
+
+    def run_sync() -> dict[str, Any]:
+        with pytest.raises(RuntimeError, match="503"):
+            agent.invoke({"messages": seed}, config)
+        agent.invoke(again, config)
+        return dict(agent.get_state(config).values)
+
+    async def run_async() -> dict[str, Any]:
+        with pytest.raises(RuntimeError, match="503"):
+            await agent.ainvoke({"messages": seed}, config)
+        await agent.ainvoke(again, config)
+        return dict((await agent.aget_state(config)).values)
+
+    import asyncio
+
+    state = run_sync() if mode == "sync" else asyncio.run(run_async())
+    event = state["_summarization_event"]
+    files = state["files"]
+    path: str | None = event["file_path"]
+    assert path is not None
+    chain: list[Any] = []
+    while path is not None:
+        assert "/" + path in files, f"the event names {path}, which the thread does not have"
+        header, messages = read_history(_file_text(files["/" + path]))
+        chain[:0] = messages
+        path = header.get("continues")
+    assert [m.id for m in chain] == [m.id for m in state["messages"][: event["cutoff"]]]
