@@ -582,6 +582,7 @@ def _summarize(r: _Round, l1: _L1View, cut: _Cut) -> Generator[Effect, Any, Summ
         policy=RetryPolicy.from_config(s.config, s.is_overflow),
         halver=InputHalver(history, s.estimator),
         task_budget=cut.task_limit,
+        whole=list(history),
     )
     archived, summary = yield ArchiveAndSummarize(archive, call)
     if archived.error is not None:
@@ -589,18 +590,19 @@ def _summarize(r: _Round, l1: _L1View, cut: _Cut) -> Generator[Effect, Any, Summ
             "ARS: history archive write failed (%s); summarizing anyway, file_path=None",
             describe(archived.error),
         )
-    return _new_event(r, cut, summary, cleaned, archived)
+    return _new_event(r, cut, summary, call, archived)
 
 
 def _new_event(
     r: _Round,
     cut: _Cut,
     summary: SummaryResult | SummarizerError,
-    cleaned: list[Message],
+    call: SummaryCall,
     archived: Archived,
 ) -> SummarizationEvent:
     """The event for ``summary``; a failed summary never raises: the summary
-    message holds the error text and a deterministic fallback summary."""
+    message holds the error text and a deterministic fallback summary of the
+    ``call``'s input (whole for a conversation)."""
     s, file_path = r.settings, archived.path
     limit = cut.summary_limit
     # a wrapped failure is described by what the summarizer raised
@@ -613,7 +615,7 @@ def _new_event(
             log.error("ARS: summary rejected: %s", checked.error)
         prompt = s.config.summary_prompt
         extractive = ExtractiveSummarizer(summary_tokens=limit, task_tokens=cut.task_limit)
-        fallback = extractive.summarize(cleaned, prompt)
+        fallback = extractive.summarize(call.input_for(extractive), prompt)
         fallback_text = validate_summary(fallback, limit=limit, estimator=s.estimator).text
         message = build_summary_message(
             None,

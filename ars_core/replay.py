@@ -336,6 +336,11 @@ class MeteredSummarizer:
         self.output_tokens = 0
         self.last_text: str | None = None
 
+    def reads_whole_history(self, history: Sequence[Message]) -> bool:
+        """The wrapped summarizer's answer (see :class:`~ars_core.summary_call.SummaryCall`)."""
+        wants = getattr(self._unbounded, "reads_whole_history", None)
+        return callable(wants) and wants(history) is True
+
     def with_budget(
         self, summary_tokens: int, *, task_tokens: int | None = None
     ) -> MeteredSummarizer:

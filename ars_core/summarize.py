@@ -37,6 +37,15 @@ from .budget import (
     summary_input_budget,
     task_budget,
 )
+from .conversation import (
+    CONVERSATION_HEADER,
+    Utterance,
+    conversation_section,
+    is_conversation,
+    read_conversation,
+    utterances,
+)
+from .errors import ConfigError
 from .estimate import ApproxEstimator, Estimator, message_sizes, message_tokens
 from .messages import ContentPart, Message
 from .prefix import SparseIndex
@@ -48,6 +57,18 @@ from .retention import (
     error_lines,
     is_earlier_summary,
     is_user_request,
+)
+from .summary_text import (
+    SECTION_MARK,
+    archives_section,
+    bullets,
+    clip,
+    end_mark,
+    items,
+    one_line,
+    parse_summary,
+    read_earlier,
+    section,
 )
 from .usage import Usage
 
@@ -296,7 +317,7 @@ def _anchored_note(before: Sequence[Message], omitted: int) -> Message:
     errors of ``before``."""
     note = _omitted_note(omitted)
     files = edited_files(before, last=OMITTED_ITEMS)
-    errors = [_clip(line, 120) for line in error_lines(before, last=3)]
+    errors = [clip(line, 120) for line in error_lines(before, last=3)]
     if not (files or errors):
         return note
     lines = [note.text[:-1] + "; what they did:"]
@@ -360,14 +381,8 @@ _PATH = re.compile(
     r"(?<![\w/.-])((?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]+\.\w{1,8}|[\w-]+\.(?:py|js|ts|md|txt|json|toml|yaml|yml|cfg|ini|rs|go|java|c|h|cpp|sh|html|css))\b"
 )
 
-#: opens every line that starts a section of an extractive summary; a line of
-#: message text that starts like this is escaped with a backslash, so a task
-#: can never end or open a section (markdown headings are ordinary text)
-SECTION_MARK = "⟦ARS⟧"
-_ESCAPED = re.compile(r"^(\\*)" + re.escape(SECTION_MARK))
 _TASK_HEADER = re.compile(r"^Task\b.*?(?:, sent (\d+) times)?$")
 _COUNT = re.compile(r" \(×(\d+)\)$")
-_END = "end of summary"
 #: metadata key of an omitted-messages note: the anchors of what it stands for
 MARK_OMITTED = "ars_omitted"
 #: files an omitted-messages note names at most
@@ -376,6 +391,8 @@ OMITTED_ITEMS = 20
 MIN_REQUEST_CHARS = 80
 #: characters the shortening note itself takes
 _NOTE_CHARS = 48
+#: the modes of :class:`ExtractiveSummarizer`
+_MODES = ("auto", "agent", "conversation")
 
 
 def whole_tokens(messages: Sequence[Message], estimator: Estimator) -> int:
@@ -411,50 +428,31 @@ def _takes_task_tokens(fn: Callable[..., Any]) -> bool:
     return any(p.name == "task_tokens" or p.kind is p.VAR_KEYWORD for p in params)
 
 
-def _escape(text: str) -> str:
-    if SECTION_MARK not in text:
-        return text
-    return "\n".join(_ESCAPED.sub(r"\\\1" + SECTION_MARK, ln) for ln in text.split("\n"))
-
-
-def _unescape(line: str) -> str:
-    m = _ESCAPED.match(line)
-    return line[1:] if m and m.group(1) else line
-
-
-def parse_summary(text: str) -> list[tuple[str, str]]:
-    """The ``(header, body)`` sections of a summary :class:`ExtractiveSummarizer`
-    wrote, in order (text outside sections is ignored). A summary in the older
-    ``## `` layout is read too; any other text yields ``[]``."""
-    sections: list[tuple[str, list[str]]] = []
-    ended = False
-    for line in text.split("\n"):
-        if line.startswith(SECTION_MARK + " "):
-            header = line[len(SECTION_MARK) + 1 :].strip()
-            if header == _END:
-                ended = True
-                break
-            sections.append((header, []))
-        elif sections:
-            sections[-1][1].append(_unescape(line))
-    if not sections and not ended:
-        return _legacy_sections(text)
-    return [(h, "\n".join(body).strip("\n")) for h, body in sections]
-
-
-def _legacy_sections(text: str) -> list[tuple[str, str]]:
-    out: list[tuple[str, list[str]]] = []
-    for line in text.splitlines():
-        if line.startswith("## "):
-            out.append((line[3:].strip(), []))
-        elif out:
-            out[-1][1].append(line)
-    return [(h, "\n".join(body).strip()) for h, body in out]
-
-
 def _share_chars(text: str, share: int, size: int) -> int:
     """Characters of ``text`` (``size`` tokens) that fit ``share`` tokens, note included."""
     return max(MIN_REQUEST_CHARS, len(text) * share // max(size, 1) - _NOTE_CHARS)
+
+
+def _said(found: _Found, messages: Sequence[Message], first: str | None) -> list[Utterance]:
+    """What was said, in order, for a conversation's summary: the sentences an earlier
+    conversation summary kept (or, after an earlier agent summary, the requests it
+    held that the task no longer does), then those of ``messages`` (all but the
+    first request, which the task keeps whole; the newest request is there too:
+    it leaves the task when a newer one comes, and its sentences keep their place)."""
+    said = list(found.said)
+    if not said:
+        here = {m.text.strip() for m in messages if is_user_request(m)}
+        older = [t for t in list(found.requests)[1:-1] if t not in here]
+        said = utterances(
+            [Message(role="user", content=t) for t in older], first_turn=-1 - len(older)
+        )
+    return [*said, *utterances(messages, skip=[first] if first else [])]
+
+
+def _first_and_newest(requests: dict[str, int]) -> dict[str, int]:
+    """The requests a conversation's summary keeps whole: the first and the newest."""
+    texts = list(requests)
+    return {t: requests[t] for t in dict.fromkeys(texts[:1] + texts[-1:])}
 
 
 def _fair_shares(sizes: Sequence[int], budget: int) -> list[int]:
@@ -483,6 +481,12 @@ class _Found:
     errors: dict[str, None] = attrs.field(factory=dict)
     conclusions: list[str] = attrs.field(factory=list)
     previous_free_text: list[str] = attrs.field(factory=list)
+    #: sections of an earlier summary the lists do not cover (a model's "## Decisions"), by header
+    carried: dict[str, str] = attrs.field(factory=dict)
+    #: (cutoff, path) of the archive files earlier summaries name, oldest first
+    archives: list[tuple[int | None, str]] = attrs.field(factory=list)
+    #: the sentences an earlier conversation summary kept
+    said: list[Utterance] = attrs.field(factory=list)
 
     @staticmethod
     def add(seen: dict[str, Any], item: str, count: int | None = None) -> None:
@@ -490,34 +494,42 @@ class _Found:
         old = seen.pop(item, 0)
         seen[item] = None if count is None else (old or 0) + count
 
-    def merge_summary(self, text: str) -> None:
-        """The sections of a previous summary (a model's own text as is)."""
-        sections = parse_summary(text)
-        if not sections:
-            self.previous_free_text.append(text.strip())
-        for header, body in sections:
+    def merge_summary(self, message: Message) -> None:
+        """What a previous summary said (:func:`~ars_core.summary_text.read_earlier`):
+        ARS's sections into the lists, a model's prose as text and its other
+        sections as they are, the archive files it names."""
+        earlier = read_earlier(message)
+        self.archives += earlier.archives
+        if earlier.free:
+            self.previous_free_text.append(earlier.free)
+        for header, body in earlier.sections:
             task = _TASK_HEADER.match(header)
             if task:
                 self.add(self.requests, body, int(task.group(1) or 1))
             elif header.startswith("Files created or edited"):
-                for item in _items(body):
+                for item in items(body):
                     self.add(self.edited, item)
             elif header.startswith("Files touched"):
-                for item in _items(body):
+                for item in items(body):
                     self.add(self.files, item)
             elif header.startswith("Tool calls"):
-                for item in _items(body):
+                for item in items(body):
                     c = _COUNT.search(item)
                     self.add(
                         self.commands, item[: c.start()] if c else item, int(c.group(1)) if c else 1
                     )
             elif header.startswith("Errors seen"):
-                for item in _items(body):
+                for item in items(body):
                     self.add(self.errors, item)
             elif header.startswith("Latest conclusions"):
-                self.conclusions.extend(_items(body))
+                self.conclusions.extend(items(body))
             elif header.startswith("Earlier summary"):
                 self.previous_free_text.append(body)
+            elif header == CONVERSATION_HEADER:
+                self.said += read_conversation(body)
+            elif body:  # a model's own section: carried on as it is
+                self.carried.pop(header, None)
+                self.carried[header] = body
 
     def gather(self, messages: Sequence[Message]) -> None:
         """Files edited, conclusions, tool calls, files named and errors of ``messages``
@@ -535,15 +547,15 @@ class _Found:
             if m.role != "assistant":
                 continue
             if m.text.strip():
-                self.conclusions.append(_one_line(m.text, 400))
+                self.conclusions.append(one_line(m.text, 400))
             for call in m.tool_calls:
                 arg_text = command_text(call)
-                self.add(self.commands, f"{call.name}: {_clip(arg_text, 200)}", 1)
+                self.add(self.commands, f"{call.name}: {clip(arg_text, 200)}", 1)
                 for path in _PATH.findall(arg_text):
                     if path not in self.edited:
                         self.add(self.files, path)
         for line in error_lines(messages):
-            self.add(self.errors, _clip(line, 200))
+            self.add(self.errors, clip(line, 200))
 
 
 class ExtractiveSummarizer:
@@ -556,6 +568,20 @@ class ExtractiveSummarizer:
     conclusions. Sections open with :data:`SECTION_MARK` lines that message
     text cannot produce, so a chained summary reads the previous one back
     exactly, whatever markdown the task holds.
+
+    A conversation (``mode="auto"``, the default, picks it when the history
+    has at least three user requests and fewer tool calls than requests, or
+    an earlier summary kept a conversation; ``mode="conversation"`` always,
+    ``mode="agent"`` never) keeps the first and the newest request whole and
+    then the sentences of both speakers most likely to be asked about later
+    (:mod:`ars_core.conversation`), with a chat's few tool calls listed in a
+    quarter of what is left.
+
+    An earlier summary is merged, whoever wrote it: ARS's sections into the
+    new ones, a model's prose (``Earlier summary``) and its own ``## ``
+    sections as they are (head and tail of each when they do not fit half of
+    what the task left), the archive files it names (``Earlier messages are
+    saved at``), a conversation's sentences among the new ones.
 
     ``summary_tokens`` bounds the summary (the task may take
     :data:`TASK_SHARE` of it, or ``task_tokens`` when given: the engine gives
@@ -578,11 +604,22 @@ class ExtractiveSummarizer:
         max_items: int = 15,
         estimator: Estimator | None = None,
         task_tokens: int | None = None,
+        mode: str = "auto",
     ) -> None:
+        if mode not in _MODES:
+            raise ConfigError("mode", mode, f"must be one of {', '.join(_MODES)}")
+        self.mode = mode
         self.summary_tokens = summary_tokens
         self.task_tokens = task_tokens
         self.max_items = max_items
         self._est = estimator or ApproxEstimator()
+
+    def reads_whole_history(self, history: Sequence[Message]) -> bool:
+        """Whether the engine hands it ``history`` whole rather than condensed: for
+        a conversation (no model window bounds it, and every turn may hold a fact
+        asked about later); an agent run reads the condensed input, as a summary
+        model would."""
+        return self.mode == "conversation" or (self.mode == "auto" and is_conversation(history))
 
     def with_budget(
         self, summary_tokens: int, *, task_tokens: int | None = None
@@ -597,6 +634,7 @@ class ExtractiveSummarizer:
             max_items=self.max_items,
             estimator=self._est,
             task_tokens=task_tokens,
+            mode=self.mode,
         )
 
     def summarize(self, messages: Sequence[Message], prompt: str) -> SummaryResult:
@@ -621,30 +659,65 @@ class ExtractiveSummarizer:
         found = _Found()
         for m in messages:
             if is_earlier_summary(m):  # merged section by section, not nested
-                found.merge_summary(m.text)
+                found.merge_summary(m)
             elif is_user_request(m):
                 found.add(found.requests, m.text.strip(), 1)
         found.gather(messages)
+        chat = self.mode == "conversation" or (
+            self.mode == "auto" and (bool(found.said) or is_conversation(messages))
+        )
+        requests = _first_and_newest(found.requests) if chat else found.requests
         out: list[str] = []
-        out += self._task_sections(found.requests, task_budget)
-        if found.previous_free_text:
-            earlier = "\n\n".join(found.previous_free_text)
-            room = max(400, int(budget * (1 - TASK_SHARE) * 2))  # ~half the rest
-            out.append(_section("Earlier summary", _shorten(earlier, room)))
+        out += self._task_sections(requests, task_budget)
         # a margin: the engine may count with another estimator than this one
         room = budget * 19 // 20 - sum(self._est.count_text(x) for x in out)
-        n = self.max_items
-        while True:  # the lists take what the task left, newest items first
-            lists = self._lists(
-                found.edited, found.files, found.commands, found.errors, found.conclusions, n
-            )
-            if n <= 1 or sum(self._est.count_text(x) for x in lists) <= room:
-                break
-            n //= 2
-        out += lists
+        out += self._earlier_sections(found, max(100, room // 2))
+        archives = archives_section(found.archives)
+        if archives:
+            out.append(archives)
+        room = budget * 19 // 20 - sum(self._est.count_text(x) for x in out)
+        if chat:  # the lists (a chat's few tool calls) take a quarter at most; then what was said
+            out += self._fitted_lists(found, max(0, room // 4), conclusions=False)
+            room = budget * 19 // 20 - sum(self._est.count_text(x) for x in out)
+            said = _said(found, messages, first=next(iter(requests), None))
+            if self.summary_tokens is None:  # unbounded: a quarter of the input, not all of it
+                room = min(room, budget // 4)
+            kept = conversation_section(said, room, self._est)
+            out += [kept] if kept else []
+        else:
+            out += self._fitted_lists(found, room)
         if not out:
             return ""
-        return "\n\n".join([*out, f"{SECTION_MARK} {_END}"])
+        return "\n\n".join([*out, end_mark()])
+
+    def _earlier_sections(self, found: _Found, room: int) -> list[str]:
+        """What an earlier summary said that no list holds — a model's prose and its
+        own sections — whole while they fit ``room`` tokens, else head and tail of each."""
+        bodies = {"Earlier summary": "\n\n".join(found.previous_free_text)}
+        bodies.update(found.carried)
+        bodies = {h: b for h, b in bodies.items() if b.strip()}
+        sizes = [self._est.count_text(b) for b in bodies.values()]
+        shares = _fair_shares(sizes, room)
+        out = []
+        for (header, body), size, share in zip(bodies.items(), sizes, shares, strict=True):
+            out.append(section(header, body if share >= size else self._fit(body, share, size)))
+        return out
+
+    def _fitted_lists(self, found: _Found, room: int, *, conclusions: bool = True) -> list[str]:
+        """The lists of ``found`` within ``room`` tokens, the newest items first."""
+        n = self.max_items
+        while True:
+            lists = self._lists(
+                found.edited,
+                found.files,
+                found.commands,
+                found.errors,
+                found.conclusions if conclusions else [],
+                n,
+            )
+            if n <= 1 or sum(self._est.count_text(x) for x in lists) <= room:
+                return lists
+            n //= 2
 
     def _fit(self, text: str, share: int, size: int) -> str:
         """Head and tail of ``text`` (``size`` tokens) within ``share`` tokens."""
@@ -669,16 +742,16 @@ class ExtractiveSummarizer:
     ) -> list[str]:
         out: list[str] = []
         if edited:
-            out.append(_section("Files created or edited", _list(list(edited)[-n:])))
+            out.append(section("Files created or edited", bullets(list(edited)[-n:])))
         if files:
-            out.append(_section("Files touched", _list(list(files)[-n:])))
+            out.append(section("Files touched", bullets(list(files)[-n:])))
         if commands:
             latest = [f"{c} (×{k})" if k > 1 else c for c, k in list(commands.items())[-n:]]
-            out.append(_section("Tool calls (latest)", _list(latest)))
+            out.append(section("Tool calls (latest)", bullets(latest)))
         if errors:
-            out.append(_section("Errors seen", _list(list(errors)[-n:])))
+            out.append(section("Errors seen", bullets(list(errors)[-n:])))
         if conclusions:
-            out.append(_section("Latest conclusions", _list(conclusions[-min(n, 3) :])))
+            out.append(section("Latest conclusions", bullets(conclusions[-min(n, 3) :])))
         return out
 
     def _task_sections(self, requests: dict[str, int], budget: int) -> list[str]:
@@ -692,25 +765,5 @@ class ExtractiveSummarizer:
             header = "Task" if len(texts) == 1 else f"Task, user request {i + 1} of {len(texts)}"
             if requests[texts[i]] > 1:
                 header += f", sent {requests[texts[i]]} times"
-            out.append(_section(header, text))
+            out.append(section(header, text))
         return out
-
-
-def _section(header: str, body: str) -> str:
-    return f"{SECTION_MARK} {header}\n{_escape(body)}"
-
-
-def _list(items: Sequence[str]) -> str:
-    return "\n".join(f"- {item}" for item in items)
-
-
-def _items(section: str) -> list[str]:
-    return [ln[2:] for ln in section.splitlines() if ln.startswith("- ")]
-
-
-def _one_line(text: str, limit: int) -> str:
-    return _clip(" ".join(text.split()), limit)
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -153,6 +153,18 @@ class SummaryCall:
     policy: RetryPolicy = RetryPolicy()
     halver: InputHalver | None = None
     task_budget: int | None = None
+    #: the history before it was condensed, for a summarizer that reads it whole
+    whole: list[Message] | None = None
+
+    def input_for(self, summarizer: Any) -> list[Message]:
+        """What ``summarizer`` reads: the condensed history, or the whole one when
+        its ``reads_whole_history(whole)`` says so (a summarizer that computes in
+        this process, which no model window bounds: the extractive summarizer,
+        for a conversation)."""
+        wants = getattr(summarizer, "reads_whole_history", None)
+        if self.whole is not None and callable(wants) and wants(self.whole) is True:
+            return self.whole
+        return self.history
 
 
 @attrs.frozen
@@ -326,7 +338,7 @@ def call_sync(summarizer: Any, call: SummaryCall) -> Outcome:
         return summary_failure(wrong)
     clock = _Clock(call.policy)
     inline = getattr(summarizer, "runs_inline", False) is True
-    steps = summary_attempts(call.history, call.policy, call.halver)
+    steps = summary_attempts(call.input_for(summarizer), call.policy, call.halver)
     step = _next(steps, None)
     while isinstance(step, Attempt | Pause):
         if isinstance(step, Pause):
@@ -355,7 +367,7 @@ async def call_async(summarizer: Any, call: SummaryCall) -> Outcome:
     if asummarize is None and summarize is None:
         return summary_failure(TypeError(f"{type(summarizer).__name__} is not a summarizer"))
     clock = _Clock(call.policy)
-    steps = summary_attempts(call.history, call.policy, call.halver)
+    steps = summary_attempts(call.input_for(summarizer), call.policy, call.halver)
     step = _next(steps, None)
     while isinstance(step, Attempt | Pause):
         if isinstance(step, Pause):
