@@ -18,7 +18,7 @@ import functools
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from typing import Any, TypedDict, Unpack
+from typing import Any, Literal, TypedDict, Unpack
 
 import anyio
 import anyio.to_thread
@@ -27,13 +27,13 @@ import attrs
 from .archive import ArchiveLog
 from .config import SummaryConfig
 from .effects import AsyncEffects, SyncEffects, WrittenPaths, describe, run_async, run_sync
-from .errors import is_context_overflow
+from .errors import ConfigError, is_context_overflow
 from .estimate import OFFLOAD_CHARS, Estimator, Tools, default_estimator, uncounted_chars
 from .events import CompressionEvent, EventEmitter, SummarizationEvent
 from .files import FileBackend
 from .flow import CallOutcome, StateUpdate, flow
 from .l1 import ARG_CHAR_LIMIT, TRUNCATE_TOOLS
-from .messages import CheckedHistories, Message
+from .messages import CheckedHistories, Message, to_openai
 from .options import CallOptions
 from .resolve import (
     BackendLike,
@@ -50,6 +50,10 @@ from .typing import ModelCall, OverflowClassifier, SummarizerLike
 __all__ = ["CallOutcome", "Compaction", "Compressor", "StateUpdate", "deliver_event"]
 
 log = logging.getLogger("ars")
+
+#: the form ``call_model`` gets the view in (see :class:`Compressor`)
+ViewFormat = Literal["auto", "messages", "openai"]
+VIEW_FORMATS: tuple[str, ...] = ("auto", "messages", "openai")
 
 
 class CompactOptions(TypedDict, total=False):
@@ -158,6 +162,11 @@ class Compressor:
     threshold (the next round waits for new messages to fill the window);
     ``False`` gives the fixed rounds (the latest ``summary_keep_messages``, a
     summary bounded by ``summary_token_limit``).
+    ``view_format`` is the form ``call_model`` gets the view in: ``"auto"``
+    (default) the caller's own (OpenAI chat-completions dicts when the messages
+    given to ``call``/``acall`` are dicts, else :class:`Message` records),
+    ``"openai"`` always dicts (:func:`to_openai`), ``"messages"`` always records.
+    ``CallOutcome.view`` is always :class:`Message` records.
     """
 
     def __init__(
@@ -174,6 +183,7 @@ class Compressor:
         is_overflow: OverflowClassifier = is_context_overflow,
         stable_views: bool = True,
         lean_rounds: bool = True,
+        view_format: ViewFormat = "auto",
     ) -> None:
         self.config = config or SummaryConfig()
         # names, URLs, classes and plain counters go through the plugin registry
@@ -190,6 +200,9 @@ class Compressor:
         self.is_overflow = is_overflow
         self.stable_views = stable_views
         self.lean_rounds = lean_rounds
+        if view_format not in VIEW_FORMATS:
+            raise ConfigError("view_format", view_format, f"expected one of {VIEW_FORMATS}")
+        self.view_format: ViewFormat = view_format
         #: where T comes from when an adapter set it from the model's window (events say so)
         self.threshold_source: str | None = None
         # paths already written, per backend: L1 re-offloads the same results every
@@ -243,6 +256,7 @@ class Compressor:
         o = _merged(options, *given)
         msgs = self._as_messages(messages)
         steps = flow(self, msgs, o.event, o.system, o.tools, thread=o.thread, requested=o.requested)
+        call_model = self._in_callers_form(messages, call_model)
         return run_sync(steps, self._effects(call_model, o.summarizer, o.backend, o.emitter))
 
     async def acall(
@@ -265,6 +279,7 @@ class Compressor:
         the event loop."""
         given = (event, system, tools, summarizer, backend, emitter, thread, requested)
         o = _merged(options, *given)
+        call_model = self._in_callers_form(messages, call_model)
         effects = self._effects(call_model, o.summarizer, o.backend, o.emitter)
         return await self._arun(
             messages, o.event, o.system, o.tools, o.thread, False, effects, requested=o.requested
@@ -417,6 +432,17 @@ class Compressor:
 
     # ------------------------------------------------------------ shells
 
+    def _in_callers_form(self, messages: Sequence[Any], call_model: Any) -> Any:
+        """``call_model`` fed the view as OpenAI dicts when the caller gave dicts
+        (``view_format="auto"``: the first and last messages are mappings) or asked
+        for them (``"openai"``); else as :class:`Message` records."""
+        form = self.view_format
+        dicts = bool(messages) and isinstance(messages[0], Mapping)
+        dicts = dicts and isinstance(messages[-1], Mapping)
+        if form == "messages" or (form == "auto" and not dicts):
+            return call_model
+        return functools.partial(_call_with_dicts, call_model)
+
     def _round_deliverer(
         self, emitter: EventEmitter | None, kwargs: CompactOptions
     ) -> Callable[[CompressionEvent], None]:
@@ -477,6 +503,11 @@ def _merged(
         requested=requested,
         force=force,
     )
+
+
+def _call_with_dicts(call_model: Any, view: list[Message]) -> Any:
+    """``call_model`` given the view as OpenAI chat-completions dicts."""
+    return call_model(to_openai(view))
 
 
 def _hold(event: CompressionEvent) -> None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, Sequence, ValuesView
 from typing import Any
 
 import attrs
@@ -532,13 +532,24 @@ def check_event(state: Sequence[Message], event: SummarizationEvent | None) -> E
     return EventCheck(moved, changed=True, reanchored=why)
 
 
+#: the ``type`` of a compression event's payload (and the SSE event name)
+SSE_EVENT_TYPE = "context_compression"
+
+
 @attrs.frozen
 class CompressionEvent:
-    """One stream record of a compression round.
+    """One stream record of a compression round: the one event type observers get.
 
     ``level`` is the deepest level the round reached. ``cutoff`` and
     ``file_path`` are set only on an L2 ``completed``/``failed`` record:
     an L1-only ``completed`` carries neither, so consumers can tell the level.
+
+    Every observer sees the same record: an ``emitter``/``on_event`` callback and a
+    plugin's ``compression_event`` hook get this object, the LangGraph custom
+    stream, SSE frames and LlamaIndex payloads carry its :meth:`to_dict` (plain
+    JSON), and :meth:`from_dict` reads that back. The object also reads like its
+    dict, so code written for one works on the other: ``event["phase"]``,
+    ``event.get("cutoff")``, ``"file_path" in event``, ``dict(event)``.
     """
 
     phase: Phase
@@ -568,7 +579,7 @@ class CompressionEvent:
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable payload (the ``data`` of an SSE frame)."""
         out: dict[str, Any] = {
-            "type": "context_compression",
+            "type": SSE_EVENT_TYPE,
             "phase": self.phase,
             "level": self.level,
             "round_id": self.round_id,
@@ -601,6 +612,63 @@ class CompressionEvent:
         if self.unanswered_calls:
             out["unanswered_calls"] = self.unanswered_calls
         return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CompressionEvent:
+        """The event a :meth:`to_dict` payload (a stream chunk, an SSE frame's data)
+        describes."""
+        if not isinstance(data, Mapping) or data.get("type", SSE_EVENT_TYPE) != SSE_EVENT_TYPE:
+            raise MessageFormatError("not a context_compression event payload")
+        try:
+            usage = data.get("summary_usage")
+            retention = data.get("retention")
+            return cls(
+                phase=data["phase"],
+                level=data["level"],
+                round_id=str(data["round_id"]),
+                forced=bool(data.get("forced", False)),
+                tokens_before=data.get("tokens_before"),
+                tokens_after=data.get("tokens_after"),
+                threshold=data.get("threshold"),
+                cutoff=data.get("cutoff"),
+                file_path=data.get("file_path"),
+                offloaded=tuple(data.get("offloaded") or ()),
+                truncated_args=int(data.get("truncated_args") or 0),
+                summary_usage=Usage.from_dict(usage) if usage else None,
+                error=data.get("error"),
+                timestamp=str(data.get("timestamp") or _now()),
+                retention=Retention.from_dict(retention) if retention else None,
+                threshold_source=data.get("threshold_source"),
+                requested=bool(data.get("requested", False)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MessageFormatError(f"malformed context_compression payload: {exc}") from exc
+
+    # the record read like its dict (a read-only mapping of :meth:`to_dict`)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.to_dict()[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.to_dict().get(key, default)
+
+    def keys(self) -> KeysView[str]:
+        return self.to_dict().keys()
+
+    def items(self) -> ItemsView[str, Any]:
+        return self.to_dict().items()
+
+    def values(self) -> ValuesView[Any]:
+        return self.to_dict().values()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.to_dict()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.to_dict())
+
+    def __len__(self) -> int:
+        return len(self.to_dict())
 
 
 #: what an offload path holds, by its folder (anything else: a tool result)

@@ -17,7 +17,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import attrs
 
@@ -268,8 +268,35 @@ def from_openai(
     )
 
 
-def to_openai(message: Message) -> dict[str, Any]:
-    """Write a message as an OpenAI chat-completions message."""
+@overload
+def to_openai(message: Message | Mapping[str, Any]) -> dict[str, Any]: ...
+
+
+@overload
+def to_openai(message: Iterable[Message | Mapping[str, Any]]) -> list[dict[str, Any]]: ...
+
+
+def to_openai(
+    message: Message | Mapping[str, Any] | Iterable[Message | Mapping[str, Any]],
+) -> dict[str, Any] | list[dict[str, Any]]:
+    """Write a message as an OpenAI chat-completions message, or a list of messages
+    (a view) as the list a chat-completions request takes. A message that already
+    is an OpenAI dict is returned as a copy (a view may hold both forms)."""
+    if isinstance(message, Message | Mapping):
+        return _to_openai(message)
+    given: object = message
+    if isinstance(given, str | bytes):
+        raise MessageFormatError(
+            f"to_openai takes a Message or a list of them, not {type(given).__name__}"
+        )
+    return [_to_openai(m) for m in message]
+
+
+def _to_openai(message: Message | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(message, Mapping):
+        return dict(message)
+    if not isinstance(message, Message):
+        raise MessageFormatError(f"to_openai takes Message records, not {type(message).__name__}")
     out: dict[str, Any] = {"role": message.role}
     if isinstance(message.content, str):
         out["content"] = message.content

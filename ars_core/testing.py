@@ -33,7 +33,7 @@ from .estimate import Estimator, default_estimator
 from .events import CompressionEvent
 from .files import FileBackend, FsspecBackend
 from .hookspecs import hookimpl
-from .messages import Message
+from .messages import Message, from_openai
 from .summarize import SummaryResult, Usage, render_prompt
 
 __all__ = [
@@ -76,7 +76,8 @@ class ScriptedModel:
     def __call__(self, view: list[Message]) -> Any:
         self.calls.append(list(view))
         if self.overflow_above is not None:
-            size = self.estimator.count(view, system=self.system, tools=self.tools)
+            records = [m if isinstance(m, Message) else from_openai(m) for m in view]
+            size = self.estimator.count(records, system=self.system, tools=self.tools)
             if size > self.overflow_above:
                 raise ContextOverflowError(
                     f"prompt is too long: {size} tokens > {self.overflow_above} maximum",

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .backends import BackendResolver, DeepAgentsFileBackend
     from .compaction import COMPACTION_TOOL_NAME, acompact_now, compact_now
     from .convert import HistoryConverter, from_core, to_core
+    from .langchain_args import model_view
     from .middleware import (
         EVENT_KEY,
         ArsState,
@@ -56,6 +57,7 @@ _LAZY: dict[str, str] = {
     "event_to_state": "middleware",
     "from_core": "convert",
     "is_compression_event": "stream",
+    "model_view": "langchain_args",
     "sse_frames": "stream",
     "to_core": "convert",
 }
@@ -80,6 +82,7 @@ __all__ = [
     "event_to_state",
     "from_core",
     "is_compression_event",
+    "model_view",
     "sse_frames",
     "to_core",
 ]

@@ -63,6 +63,7 @@ from ars_core.adapter import (
 
 from .backends import BackendResolver, BackendSource, reads_agent_files
 from .convert import to_core, tool_schemas
+from .langchain_args import UNSET, LangChainArgs, read_arguments
 from .redirect import ArsFileRedirectMiddleware
 from .sessions import (
     COMPACT_REQUEST_KEY,
@@ -148,15 +149,39 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         compressor_options: Mapping[str, Any] | None = None,
         compaction_tool: bool = False,
         read_tool: bool = True,
+        trigger: Any = None,
+        keep: Any = None,
+        token_counter: Callable[..., int] | None = None,
+        summary_prompt: str | None = None,
+        trim_tokens_to_summarize: int | None = UNSET,
         _resolver: BackendResolver | None = None,
+        **deprecated: Any,
     ) -> None:
         super().__init__()
-        if isinstance(config, Mapping):
-            config = SummaryConfig.from_context(config)
-        self.config = config
-        self.model = model
-        self.summarizer = summarizer
-        self.estimator = estimator
+        read = read_arguments(
+            config,
+            model=model,
+            summarizer=summarizer,
+            estimator=estimator,
+            token_counter=token_counter,
+            summary_prompt=summary_prompt,
+            trigger=trigger,
+            keep=keep,
+            trim_tokens_to_summarize=trim_tokens_to_summarize,
+            compressor_options=compressor_options,
+            deprecated=deprecated,
+        )
+        self.config = read.config
+        self.model = read.model
+        self.summarizer = read.summarizer
+        self.estimator = read.estimator
+        #: LangChain's trigger / keep / trim, applied before each call (None: not given)
+        self.langchain: LangChainArgs | None = read.langchain
+        self.trigger = trigger if read.langchain is None else read.langchain.trigger
+        self.keep = None if read.langchain is None else read.langchain.keep
+        self.token_counter = token_counter
+        self.summary_prompt = self.config.summary_prompt if self.config else None
+        self.trim_tokens_to_summarize = trim_tokens_to_summarize
         self.on_event = on_event
         self.on_summary_usage = on_summary_usage
         self.on_model_usage = on_model_usage
@@ -164,7 +189,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         self.use_context = use_context
         self.stream = stream
         self.max_sessions = max_sessions
-        self.compressor_options = dict(compressor_options or {})
+        self.compressor_options = read.compressor_options
         self.compaction_tool = compaction_tool
         self.read_tool = read_tool
         self.tools = []
@@ -207,7 +232,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         """The middleware of a sub-agent: same config, backend, estimator
         and callbacks; the sub-agent's own main model summarizes unless ``model``
         is given. Runs with the parent's ``thread_id`` share the parent's file scope."""
-        return type(self)(
+        sub = type(self)(
             config if config is not None else self.config,
             model=model if model is not None else self.model,
             summarizer=self.summarizer,
@@ -225,6 +250,8 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             read_tool=self.read_tool,
             _resolver=self._resolver,
         )
+        sub.langchain = self.langchain  # LangChain's trigger / keep, as read here
+        return sub
 
     # ------------------------------------------------------------ introspection
 
@@ -238,7 +265,8 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
 
     def _summarizer_for(self, request: ModelRequest[Any]) -> SummarizerLike:
         if self.summarizer is not None:
-            return self.summarizer
+            given: SummarizerLike = self.summarizer
+            return given
         return ChatModelSummarizer(
             self.model if self.model is not None else request.model, on_usage=self.on_summary_usage
         )
@@ -277,6 +305,15 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             session.model, session.agent_tools = request.model, request.tools
             event, system, tools = session.event, session.system, session.tools
         messages = session.converter.convert(request.messages)
+        requested = bool(state.get(COMPACT_REQUEST_KEY)) if state else False
+        if self.langchain is not None:  # LangChain's trigger / keep, for this call
+            lc = self.langchain
+            window = lc.window(request.model)
+            estimator = session.compressor.estimator
+            config_now, asked = lc.for_call(config, window, messages, event, estimator)
+            if config_now is not config:
+                session = self.sessions.get((thread, ns), config_now, model_window(request.model))
+            requested = requested or asked
         if session.converter.rewritten:
             # the core's incremental count_history samples a few positions to detect an
             # extension; after an edit in the middle, make it recount (per-message counts
@@ -293,7 +330,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             summarizer=self._summarizer_for(request),
             backend=backend,
             thread=thread,
-            requested=bool(state.get(COMPACT_REQUEST_KEY)) if state else False,
+            requested=requested,
             request=request,
         )
 

@@ -24,6 +24,7 @@ SURFACES = {
         "event_to_state",
         "from_core",
         "is_compression_event",
+        "model_view",
         "sse_frames",
         "to_core",
         "COMPACTION_TOOL_NAME",

@@ -19,6 +19,7 @@ from ars_core import (
     SummaryConfig,
     from_openai,
     message_to_dict,
+    to_openai,
 )
 
 LOG = "".join(f"step {i}: compiled module_{i}.c without warnings\n" for i in range(300))
@@ -77,9 +78,10 @@ def test_call_with_openai_dicts_sends_the_same_view_as_with_messages() -> None:
         outcomes[kind] = engine(events[kind]).call(
             messages, lambda view, k=kind: seen[k].append(view) or "ok", system="You build."
         )
-    assert [[message_to_dict(m) for m in v] for v in seen["dicts"]] == [
-        [message_to_dict(m) for m in v] for v in seen["records"]
-    ]
+    # dicts in, dicts out (view_format="auto"): the same view, in the caller's form
+    assert seen["dicts"] == [to_openai(v) for v in seen["records"]]
+    assert all(isinstance(m, dict) and "role" in m for v in seen["dicts"] for m in v)
+    assert all(isinstance(m, Message) for v in seen["records"] for m in v)
     assert [(e.phase, e.level) for e in events["dicts"]] == [("started", "L1"), ("completed", "L2")]
     assert strip_times(events["dicts"]) == strip_times(events["records"])
     update_d, update_r = outcomes["dicts"].update, outcomes["records"].update
@@ -98,8 +100,8 @@ async def test_acall_and_acompact_with_openai_dicts_send_the_same_view_as_with_m
     records = [from_openai(d) for d in dicts]
     views: list[list[dict[str, Any]]] = []
 
-    async def model(view: list[Message]) -> str:
-        views.append([message_to_dict(m) for m in view])
+    async def model(view: list[Any]) -> str:
+        views.append(to_openai(view))  # dicts for dicts, records for records
         return "ok"
 
     await engine([]).acall(dicts, model)
@@ -110,7 +112,7 @@ async def test_acall_and_acompact_with_openai_dicts_send_the_same_view_as_with_m
         (await engine([]).acompact(records)).view,
         engine([]).compact(dicts).view,
     ]
-    dumped = [[message_to_dict(m) for m in v] for v in compacted]
+    dumped = [to_openai(v) for v in compacted]
     assert dumped[0] == dumped[1] == dumped[2] == views[0]
 
 
@@ -188,3 +190,41 @@ async def test_a_growing_history_is_checked_only_where_it_grew_async() -> None:
     await compressor.acall([*history, appended], model)
     assert seen[-1][-1] == message_to_dict(from_openai(appended))
     assert seen[-1][:-1] == [message_to_dict(m) for m in history]
+
+
+@pytest.mark.spec("R1")
+def test_view_format_and_to_openai_on_a_view() -> None:
+    """``to_openai`` takes one message or a list (a view; a dict in it is copied);
+    ``view_format="openai"`` gives records' callers dicts, ``"messages"`` gives dicts'
+    callers records; anything else is a ConfigError."""
+    records = [from_openai(d) for d in conversation()]
+    assert to_openai(records) == [to_openai(m) for m in records]
+    assert to_openai([records[0], {"role": "user", "content": "hi"}])[1] == {
+        "role": "user",
+        "content": "hi",
+    }
+    with pytest.raises(MessageFormatError):
+        to_openai("not a message")  # type: ignore[call-overload]
+    seen: list[Any] = []
+    Compressor(view_format="openai").call(records[:1], lambda v: seen.append(v) or "ok")
+    Compressor(view_format="messages").call(conversation()[:1], lambda v: seen.append(v) or "ok")
+    assert seen[0] == [to_openai(records[0])]
+    assert seen[1] == [records[0]] and isinstance(seen[1][0], Message)
+    with pytest.raises(ValueError, match="view_format"):
+        Compressor(view_format="langchain")  # type: ignore[arg-type]
+
+
+def test_a_compression_event_reads_like_its_dict() -> None:
+    """The observer's event: attributes, ``to_dict()``, and dict access equal to it;
+    ``from_dict`` reads a stream / SSE payload back."""
+    events: list[CompressionEvent] = []
+    engine(events).call(conversation(), lambda view: "ok", system="You build.")
+    completed = events[-1]
+    payload = completed.to_dict()
+    assert completed["phase"] == completed.phase == "completed"
+    assert completed.get("cutoff") == payload["cutoff"] and completed.get("missing", 7) == 7
+    assert "file_path" in completed and dict(completed) == payload
+    assert sorted(completed.keys()) == sorted(payload) and len(completed) == len(payload)
+    assert CompressionEvent.from_dict(json.loads(json.dumps(payload))) == completed
+    with pytest.raises(MessageFormatError):
+        CompressionEvent.from_dict({"type": "something else"})
