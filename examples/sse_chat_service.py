@@ -17,6 +17,10 @@ in plain words.
 ``text/event-stream``: ``event: token`` frames for the model's words,
 ``event: tool`` for tool results, ``event: context_compression`` when ARS
 compresses the context, and a final ``event: end`` (or ``event: error``).
+One run per thread at a time: a message sent while its thread is running
+waits its turn (``event: queued`` first; ``409`` when 16 already wait), so
+every user turn is kept; a run outlives a client that disconnects, so a tool
+call it started always gets its result (see :class:`ThreadRuns`).
 SSE is only a signal: the checkpoint is the source of truth, served by
 ``GET /threads/{thread_id}/compression`` and ``GET /threads/{thread_id}/messages``;
 ``GET /threads/{thread_id}/files/{path}`` opens a file ARS wrote for that thread.
@@ -133,10 +137,72 @@ def path_thread(request: Request) -> str:
     return thread_id
 
 
+class ThreadRuns:
+    """One run per thread at a time, and a run that outlives its client.
+
+    A ``POST /chat`` on a thread that is already running waits its turn (its
+    stream opens with ``event: queued``): LangGraph runs on one checkpoint do
+    not merge, so two at once keep only one of their user turns. Beyond
+    ``max_waiting`` waiting requests on one thread the answer is ``409``.
+    Each run is a task of its own, not the response's: a client that
+    disconnects (a closed tab, a dropped connection) stops receiving frames,
+    while the run goes on to its end, so a tool call it started gets its result
+    in the checkpoint (cancelling it there would leave a call without a result,
+    which providers reject on every later request).
+    """
+
+    def __init__(self, max_waiting: int = 16) -> None:
+        self.max_waiting = max_waiting
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._users: dict[str, int] = {}  # runs holding or waiting for each thread's lock
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def start(self, thread_id: str, run: Callable[[], AsyncIterator[str]]) -> asyncio.Queue[Any]:
+        """Start ``run`` once the thread is free; its frames arrive on the queue,
+        ``None`` after the last one."""
+        users = self._users.get(thread_id, 0)
+        if users > self.max_waiting:
+            raise BadRequest(
+                f"thread {thread_id!r} already has {users} runs waiting; try again later", 409
+            )
+        self._users[thread_id] = users + 1
+        lock = self._locks.setdefault(thread_id, asyncio.Lock())
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        if users:  # another run holds the thread or waits for it
+            queue.put_nowait(sse_frame("queued", {"thread_id": thread_id, "ahead": users}))
+        task = asyncio.create_task(self._run(thread_id, lock, run, queue))
+        self._tasks.add(task)  # a strong reference: the run lives on without its client
+        task.add_done_callback(self._tasks.discard)
+        return queue
+
+    async def _run(
+        self,
+        thread_id: str,
+        lock: asyncio.Lock,
+        run: Callable[[], AsyncIterator[str]],
+        queue: asyncio.Queue[Any],
+    ) -> None:
+        try:
+            async with lock:
+                async for frame in run():
+                    queue.put_nowait(frame)
+        finally:
+            queue.put_nowait(None)
+            self._users[thread_id] -= 1
+            if not self._users[thread_id]:  # nothing runs or waits: forget the thread
+                del self._users[thread_id], self._locks[thread_id]
+
+    async def wait(self) -> None:
+        """Until every run started so far has ended."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
 def create_app(agent: Any) -> Starlette:
     """The ASGI app: ``agent`` is a :class:`ChatSetup`, or one compiled LangGraph agent
     (with a checkpointer) that serves every thread."""
     setup = agent if isinstance(agent, ChatSetup) else ChatSetup(agent_for=lambda _thread: agent)
+    runs = ThreadRuns()
 
     async def frames(thread_id: str, message: str) -> AsyncIterator[str]:
         config = {"configurable": {"thread_id": thread_id}}
@@ -156,8 +222,14 @@ def create_app(agent: Any) -> Starlette:
 
     async def chat(request: Request) -> Response:
         thread_id, message = chat_request(await request.body())
+        queue = runs.start(thread_id, lambda: frames(thread_id, message))
+
+        async def relay() -> AsyncIterator[str]:  # ends with the client; the run does not
+            while (frame := await queue.get()) is not None:
+                yield frame
+
         return StreamingResponse(
-            frames(thread_id, message),
+            relay(),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
@@ -219,7 +291,7 @@ def create_app(agent: Any) -> Starlette:
         detail = str(exc) if isinstance(exc, ArsError) else "internal error"
         return JSONResponse({"error": f"{type(exc).__name__}: {detail}"}, status_code=500)
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/", page, methods=["GET"]),
             Route("/chat", chat, methods=["POST"]),
@@ -233,6 +305,8 @@ def create_app(agent: Any) -> Starlette:
             Exception: server_error,
         },
     )
+    app.state.runs = runs  # ``await app.state.runs.wait()``: every run started has ended
+    return app
 
 
 # ------------------------------------------------------------------ the demo agent
