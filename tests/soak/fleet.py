@@ -10,7 +10,9 @@ worker, with the same user message (same id), as a retrying queue does.
 Faults, on a schedule spread over the soak: SIGKILL of a worker at a kill point
 its run carries (mid-archive, mid-offload, mid-summary, between the L2 round and
 the checkpoint) and at random moments; a slow S3 (latency on every request) and
-5xx bursts through :class:`~tests.soak.proxy.FaultProxy`; every PostgreSQL
+5xx bursts through :class:`~tests.soak.proxy.FaultProxy` (a fifth of the threads
+keep their files in LangGraph's PostgreSQL store instead, as on LangGraph's
+server); every PostgreSQL
 connection of the workers terminated (``pg_terminate_backend``); a client that
 disconnects from its streaming run.
 
@@ -21,6 +23,7 @@ checkpoints in PostgreSQL, the objects in the bucket) and the workers' logs
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import multiprocessing
@@ -80,6 +83,7 @@ class Plan:
 @dataclass
 class ThreadRun:
     name: str
+    files: str = "s3"  # or "store": LangGraph's PostgreSQL store (no backend given)
     turn: int = 0
     in_flight: int = 0
     results: list[str] = field(default_factory=list)
@@ -100,6 +104,7 @@ class Report:
     s3_errors: int = 0
     l2_rounds: int = 0
     files_checked: int = 0
+    store_files_checked: int = 0
     seconds: float = 0.0
     ars_times: list[float] = field(default_factory=list)
     warm_times: list[float] = field(default_factory=list)  # a worker's first call left out
@@ -120,7 +125,8 @@ class Report:
             f"random {self.random_kills}), client disconnects {self.disconnects}, "
             f"races {self.races}",
             f"S3 errors injected {self.s3_errors}, PostgreSQL connection drops {self.pg_drops}",
-            f"files checked {self.files_checked}, violations {len(self.violations)}",
+            f"files checked {self.files_checked} ({self.store_files_checked} in the "
+            f"PostgreSQL store), violations {len(self.violations)}",
             f"ARS's own time per model call: p50 {p(self.ars_times, 0.5):.1f} ms, "
             f"p95 {p(self.ars_times, 0.95):.1f} ms ({len(self.ars_times)} calls); "
             f"without each worker's first call p50 {p(self.warm_times, 0.5):.1f} ms, "
@@ -146,9 +152,16 @@ class Fleet:
         self.spawned = 0
         tag = self.bucket[-6:]  # thread ids of their own in the session's database
         self.threads = [
-            ThreadRun(f"soak-{tag}-{i:03d}" if i % 5 else f"team/soak-{tag}-{i:03d}")
+            ThreadRun(
+                f"soak-{tag}-{i:03d}" if i % 5 else f"team/soak-{tag}-{i:03d}",
+                files="store" if i % 5 == 2 else "s3",
+            )
             for i in range(plan.threads)
         ]
+        from langgraph.store.postgres import PostgresStore
+
+        with PostgresStore.from_conn_string(pg_url) as store:
+            store.setup()
         self.run_seq = 0
 
     # ------------------------------------------------------------ workers
@@ -200,6 +213,7 @@ class Fleet:
         return {
             "run": f"r{self.run_seq:05d}",
             "thread": thread.name,
+            "files": thread.files,
             "turn": thread.turn,
             "message_id": f"{thread.name}:u{thread.turn}",
             "text": f"Turn {thread.turn} of {thread.name}: check section {thread.turn} "
@@ -402,10 +416,18 @@ def content_ok(path: str, data: bytes) -> bool:
 
 def check(fleet: Fleet) -> Report:
     """Every invariant of the soak, from the stores and the logs (see the module doc)."""
+    with contextlib.ExitStack() as stack:
+        return _check(fleet, stack)
+
+
+def _check(fleet: Fleet, stack: contextlib.ExitStack[Any]) -> Report:
     from langchain_core.messages import HumanMessage
     from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.store.postgres import PostgresStore
 
     from ars_core import FsspecBackend, read_history
+    from ars_core.adapter import encode_text
+    from ars_langchain.store import StoreFileBackend
 
     report, plan = fleet.report, fleet.plan
     bad = report.violations
@@ -428,15 +450,47 @@ def check(fleet: Fleet) -> Report:
     folder_of = {b.scope: name for name, b in scopes.items()}
     checked: set[str] = set()
 
+    # the threads whose files are in LangGraph's PostgreSQL store: one item per file
+    store = stack.enter_context(PostgresStore.from_conn_string(fleet.pg_url))
+    stores = {
+        t.name: StoreFileBackend(store).scoped(t.name) for t in fleet.threads if t.files == "store"
+    }
+    label_of = {b.namespace[-1]: name for name, b in stores.items()}
+    items = {
+        f"store:{'/'.join(it.namespace)}/{it.key}": it
+        for it in store.search(("ars",), limit=1_000_000)
+    }
+    for where, item in items.items():
+        namespace = tuple(item.namespace)
+        if len(namespace) != 3 or namespace[:2] != ("ars", "threads"):
+            bad.append(f"store item outside every thread's namespace: {where}")
+        elif namespace[2] not in label_of:
+            bad.append(f"store item of no store thread: {where}")
+        elif "conversation_history/" in item.key:
+            header, _ = read_history(stores[label_of[namespace[2]]].read_text(item.key))
+            if header.get("thread") not in (None, label_of[namespace[2]]):
+                bad.append(f"{where} is an archive of thread {header.get('thread')!r}")
+    backends = {**scopes, **stores}
+
+    def location(thread: str, path: str) -> str:
+        if thread in stores:
+            return f"store:{'/'.join(stores[thread].namespace)}/{path}"
+        return f"{PREFIX}/threads/{scopes[thread].scope}/{path}"
+
+    def data(thread: str, key: str, path: str) -> bytes:
+        if key.startswith("store:"):
+            return encode_text(stores[thread].read_text(path))
+        return body(key)
+
     def check_file(thread: str, path: str, where: str) -> None:
-        key = f"{PREFIX}/threads/{scopes[thread].scope}/{path}"
-        if key not in keys:
+        key = location(thread, path)
+        if key not in keys and key not in items:
             bad.append(f"{thread}: {where} names {path}, which its folder does not hold")
             return
         if key in checked:
             return
         checked.add(key)
-        if not content_ok(path, body(key)):
+        if not content_ok(path, data(thread, key, path)):
             bad.append(f"{thread}: {path} does not match its content hash")
 
     # no temporary file left; every file lies in a thread's folder; archives name their thread
@@ -500,7 +554,7 @@ def check(fleet: Fleet) -> Report:
                     snap.checkpoint["channel_values"].get("_summarization_event")
                     for snap in saver.list({"configurable": {"thread_id": thread.name}})
                 )
-                covered = archived_ids(thread.name, events, scopes[thread.name], check_file, bad)
+                covered = archived_ids(thread.name, events, backends[thread.name], check_file, bad)
                 lost = [
                     i for i, m in enumerate(messages[:cutoff]) if m.id not in covered.get(i, set())
                 ]
@@ -519,6 +573,7 @@ def check(fleet: Fleet) -> Report:
                 if missing:
                     bad.append(f"{thread.name}: messages {missing} are in no view and no archive")
     report.files_checked = len(checked)
+    report.store_files_checked = sum(1 for key in checked if key.startswith("store:"))
     return report
 
 

@@ -17,12 +17,14 @@ from pathlib import Path
 import pytest
 
 from tests.servers import S3Server
-from tests.soak.fleet import Fleet, Plan, check
+from tests.soak.fleet import Fleet, Plan, Report, check
 
 pytestmark = pytest.mark.soak
 
 
-def soak(plan: Plan, pg_url: str, s3: S3Server, workdir: Path, capsys: pytest.CaptureFixture[str]):
+def soak(
+    plan: Plan, pg_url: str, s3: S3Server, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> tuple[Fleet, Report]:
     fleet = Fleet(plan, pg_url, s3, workdir)
     fleet.run()
     report = check(fleet)
@@ -30,14 +32,14 @@ def soak(plan: Plan, pg_url: str, s3: S3Server, workdir: Path, capsys: pytest.Ca
         print("\nfleet soak: " + "\n            ".join(report.lines()))
         for line in report.violations[:20]:
             print(f"  violation: {line}")
-    return report
+    return fleet, report
 
 
 @pytest.mark.spec("R24", "R44", "R52", "R55", "R56", "R57")
 def test_a_fleet_under_kills_and_store_faults_loses_nothing(
     pg_setup: str, s3_endpoint: S3Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    report = soak(Plan(), pg_setup, s3_endpoint, tmp_path, capsys)
+    _, report = soak(Plan(), pg_setup, s3_endpoint, tmp_path, capsys)
     assert report.violations == []
     assert report.plan.workers >= 4 and report.plan.threads >= 50
     assert report.ok_runs >= report.plan.threads * report.plan.turns
@@ -46,6 +48,7 @@ def test_a_fleet_under_kills_and_store_faults_loses_nothing(
     assert report.s3_errors > 0 and report.pg_drops > 0 and report.disconnects > 0
     assert report.retries > 0 and report.races > 0
     assert report.files_checked > report.plan.threads
+    assert report.store_files_checked > 0  # the threads whose files are in the store
 
 
 SMALL = {
@@ -76,6 +79,9 @@ def test_the_soak_fails_when_a_guarantee_is_broken(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    report = soak(Plan(broken=broken, **SMALL), pg_setup, s3_endpoint, tmp_path, capsys)
+    fleet, report = soak(Plan(broken=broken, **SMALL), pg_setup, s3_endpoint, tmp_path, capsys)
     assert report.l2_rounds > 0
     assert any(expected in v for v in report.violations), report.violations[:5]
+    if broken == "archive":  # dropped from the store too: its threads are checked as closely
+        store_threads = {t.name for t in fleet.threads if t.files == "store"}
+        assert any(v.split(":")[0] in store_threads for v in report.violations)

@@ -3,8 +3,11 @@
 A worker takes runs from the coordinator (:mod:`tests.soak.fleet`) over a pipe,
 one at a time, the way a LangGraph server worker takes runs from its queue: any
 thread's next run. It shares nothing with the other workers but the stores: a
-PostgreSQL checkpointer (its own connection pool) and an S3 bucket (its own
-client, through the coordinator's fault-injecting proxy).
+PostgreSQL checkpointer (its own connection pool) and, for ARS's files, an S3
+bucket (its own client, through the coordinator's fault-injecting proxy) or, for
+a fifth of the threads, LangGraph's PostgreSQL store (the graph's
+``runtime.store``, where the middleware puts its files when it is given no
+backend, as on LangGraph's server).
 
 Everything the invariants need is written to the worker's own log (one JSON
 line per record, flushed at once, so a SIGKILL loses at most the line being
@@ -15,7 +18,7 @@ A run may carry a kill point (``kill_at``): the worker SIGKILLs itself there, as
 the OOM killer or a deploy would at an unlucky moment:
 
 * ``archive`` / ``offload``: just before or just after writing a history archive
-  / an offloaded tool result (the side is random);
+  / an offloaded tool result (the side is random), to S3 or into the store;
 * ``summary``: inside the summary call;
 * ``checkpoint``: after an L2 round completed, before the checkpoint is saved.
 
@@ -86,12 +89,17 @@ def die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def build(settings: Settings, current: dict[str, Any], log: Log) -> tuple[Any, Callable[[], Any]]:
-    """The agent (graph compiled with a PostgreSQL checkpointer) and a pool closer."""
+def build(
+    settings: Settings, current: dict[str, Any], log: Log
+) -> tuple[dict[str, Any], Callable[[], Any]]:
+    """The agents (graphs compiled with a PostgreSQL checkpointer), by where their files
+    go: ``s3`` (an fsspec backend on the bucket) or ``store`` (no backend: the graph's
+    PostgreSQL store, as on LangGraph's server); and a pool closer."""
     from langchain.agents import create_agent
     from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
     from langchain_core.tools import tool
     from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.store.postgres import PostgresStore
     from psycopg.rows import dict_row
     from psycopg_pool import ConnectionPool
 
@@ -117,7 +125,8 @@ def build(settings: Settings, current: dict[str, Any], log: Log) -> tuple[Any, C
             turn=current["turn"],
             ids=[m.id for m in messages],
             files=names,
-            tokens=estimator.count_messages(view) + estimator.count_tools(current["tools"]),
+            tokens=estimator.count_messages(view)
+            + estimator.count_tools(current[f"tools-{current['files']}"]),
         )
         last = messages[-1]
         if isinstance(last, ToolMessage) or isinstance(last, AIMessage):
@@ -182,12 +191,18 @@ def build(settings: Settings, current: dict[str, Any], log: Log) -> tuple[Any, C
                 own = time.perf_counter() - start - inner
                 log.write("ars_time", run=current["run"], seconds=own)
 
-    middleware = TimedMiddleware(
-        config,
-        backend=backend,
-        summarizer=FakeSummarizer(text=summary_text),
-        on_event=on_event,
-    )
+    def middleware(files: Any) -> Any:
+        return TimedMiddleware(
+            config, backend=files, summarizer=FakeSummarizer(text=summary_text), on_event=on_event
+        )
+
+    class KillingStore(PostgresStore):
+        """The graph's store, dying at the kill point of the file being put."""
+
+        def put(self, namespace: tuple[str, ...], key: str, *args: Any, **kwargs: Any) -> None:
+            put = super().put
+            killing_write(key, current, lambda: put(namespace, key, *args, **kwargs), settings)
+
     pool = ConnectionPool(
         settings.pg_url,
         min_size=1,
@@ -199,12 +214,22 @@ def build(settings: Settings, current: dict[str, Any], log: Log) -> tuple[Any, C
     saver = PostgresSaver(pool)
     model = FakeToolChatModel([answer] * 1_000_000)
     tools = [fetch_report]
-    # what the model is sent: the agent's tool and any the middleware adds (read-back)
-    current["tools"] = [t.tool_call_schema.model_json_schema() for t in [*tools, *middleware.tools]]
-    agent = create_agent(
-        model, tools=tools, system_prompt=SYSTEM, middleware=[middleware], checkpointer=saver
-    )
-    return agent, pool.close
+    agents = {}
+    for files, store in (("s3", None), ("store", KillingStore(pool))):  # type: ignore[arg-type]
+        mw = middleware(backend if files == "s3" else None)
+        # what the model is sent: the agent's tool and any the middleware adds (read-back)
+        current[f"tools-{files}"] = [
+            t.tool_call_schema.model_json_schema() for t in [*tools, *mw.tools]
+        ]
+        agents[files] = create_agent(
+            model,
+            tools=tools,
+            system_prompt=SYSTEM,
+            middleware=[mw],
+            checkpointer=saver,
+            store=store,
+        )
+    return agents, pool.close
 
 
 def _event_dict(event: Any) -> dict[str, Any]:
@@ -231,40 +256,46 @@ class KillingBackend(FsspecBackend):
         child.__class__ = KillingBackend
         return child
 
-    def _write(self, path: str, write: Callable[[], str]) -> str:
-        point = (
-            "archive"
-            if "conversation_history/" in path
-            else "offload"
-            if "large_tool_results/" in path
-            else None
-        )
-        kill = point is not None and self.current.get("kill_at") == point
-        after = random.random() < 0.5
-        if kill and not after:
-            die()
-        if point == "archive" and self.settings is not None and self.settings.broken == "archive":
-            return path  # "written": the file never reaches the store
-        result = write()
-        if kill:
-            die()
-        return result
-
     def write_text(self, path: str, text: str) -> str:
-        return self._write(path, lambda: super(KillingBackend, self).write_text(path, text))
+        write = super().write_text
+        return str(killing_write(path, self.current, lambda: write(path, text), self.settings))
 
     def write_bytes(self, path: str, data: bytes) -> str:
-        return self._write(path, lambda: super(KillingBackend, self).write_bytes(path, data))
+        write = super().write_bytes
+        return str(killing_write(path, self.current, lambda: write(path, data), self.settings))
 
 
-def run_one(agent: Any, job: dict[str, Any]) -> str:
+def killing_write(
+    path: str, current: dict[str, Any], write: Callable[[], Any], settings: Settings | None = None
+) -> Any:
+    """``write()``, unless the run's kill point is this file's kind: then SIGKILL just
+    before or just after it (at random); the ``archive`` break drops archives."""
+    point = (
+        "archive"
+        if "conversation_history/" in path
+        else "offload"
+        if "large_tool_results/" in path
+        else None
+    )
+    kill = point is not None and current.get("kill_at") == point
+    if kill and random.random() < 0.5:
+        die()
+    if point == "archive" and settings is not None and settings.broken == "archive":
+        return path  # "written": the file never reaches the store
+    result = write()
+    if kill:
+        die()
+    return result
+
+
+def run_one(agents: dict[str, Any], job: dict[str, Any]) -> str:
     """One run of ``job``'s turn on its thread: ``ok``, or ``disconnected`` when the
     client went away after ``disconnect_after`` stream chunks."""
     from langchain_core.messages import HumanMessage
 
     turn = HumanMessage(job["text"], id=job["message_id"])
     config = {"configurable": {"thread_id": job["thread"]}, "recursion_limit": 12}
-    stream = agent.stream({"messages": [turn]}, config, stream_mode="updates")
+    stream = agents[job["files"]].stream({"messages": [turn]}, config, stream_mode="updates")
     limit = job.get("disconnect_after")
     for i, _ in enumerate(stream):
         if limit is not None and i + 1 >= limit:
@@ -277,7 +308,7 @@ def main(settings: Settings, conn: Connection) -> None:
     """The worker loop: a job in, its result out, until the pipe closes."""
     log = Log(settings.log_path, settings.name)
     current: dict[str, Any] = {"run": None, "thread": None, "turn": 0}
-    agent, close = build(settings, current, log)
+    agents, close = build(settings, current, log)
     conn.send({"ready": settings.name})
     try:
         while True:
@@ -290,7 +321,7 @@ def main(settings: Settings, conn: Connection) -> None:
             current.update(job)
             log.write("start", run=job["run"], thread=job["thread"], turn=job["turn"])
             try:
-                status = run_one(agent, job)
+                status = run_one(agents, job)
                 error = None
             except Exception as exc:  # a failed run is retried by the coordinator
                 status, error = "error", f"{type(exc).__name__}: {str(exc)[:300]}"
