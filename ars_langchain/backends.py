@@ -46,6 +46,7 @@ from ars_core.adapter import (
     scope_name,
 )
 
+from .isolation import ThreadIsolatedBackend
 from .store import StoreFileBackend
 
 __all__ = [
@@ -55,12 +56,15 @@ __all__ = [
     "DeepAgentsFileBackend",
     "agent_backend",
     "is_deepagents_backend",
+    "isolate_threads",
+    "tool_owner",
 ]
 
 #: the folders ARS writes (virtual, without a leading slash): all of :mod:`ars_core.layout`'s
 ARS_FOLDERS: tuple[str, ...] = OUTPUT_FOLDERS
 #: deepagents' file tools that read, and the argument naming their path
 READ_TOOL_ARGS = {"read_file": "file_path", "ls": "path", "glob": "path", "grep": "path"}
+_ISOLATE_LOCK = threading.Lock()
 
 
 def is_deepagents_backend(obj: Any) -> bool:
@@ -72,26 +76,54 @@ def is_deepagents_backend(obj: Any) -> bool:
     return isinstance(obj, BackendProtocol)
 
 
+def tool_owner(tool: Any) -> Any:
+    """The deepagents ``FilesystemMiddleware`` that built ``tool`` (one of its
+    file tools, closures over it), or ``None``."""
+    for fn in (getattr(tool, "func", None), getattr(tool, "coroutine", None)):
+        if fn is None or not inspect.isfunction(fn):
+            continue
+        try:
+            owner = inspect.getclosurevars(fn).nonlocals.get("self")
+        except (TypeError, ValueError):
+            continue
+        backend = getattr(owner, "backend", None)
+        if backend is not None and is_deepagents_backend(backend):
+            return owner
+    return None
+
+
 def agent_backend(tools: Iterable[Any]) -> Any:
     """The deepagents backend behind the agent's own file tools, or ``None``.
 
     deepagents' ``FilesystemMiddleware`` builds ``read_file`` and friends as
-    closures over itself; its ``backend`` is what those tools read.
+    closures over itself; its ``backend`` is what those tools read (the shared
+    backend itself when ARS put a :class:`ThreadIsolatedBackend` in front of it).
     """
     for tool in tools:
         if getattr(tool, "name", None) not in READ_TOOL_ARGS:
             continue
-        for fn in (getattr(tool, "func", None), getattr(tool, "coroutine", None)):
-            if fn is None or not inspect.isfunction(fn):
-                continue
-            try:
-                owner = inspect.getclosurevars(fn).nonlocals.get("self")
-            except (TypeError, ValueError):
-                continue
-            backend = getattr(owner, "backend", None)
-            if backend is not None and is_deepagents_backend(backend):
-                return backend
+        owner = tool_owner(tool)
+        if owner is not None:
+            backend = owner.backend
+            return backend.inner if isinstance(backend, ThreadIsolatedBackend) else backend
     return None
+
+
+def isolate_threads(owner: Any) -> None:
+    """Put a :class:`ThreadIsolatedBackend` in front of ``owner``'s backend (a
+    deepagents ``FilesystemMiddleware``) when every thread shares it; once."""
+    backend = owner.backend
+    if isinstance(backend, ThreadIsolatedBackend) or _keeps_threads_apart(backend):
+        return
+    if callable(getattr(backend, "execute", None)):
+        return  # a sandbox: its shell reaches every folder anyway; its tools stay as they are
+    dirs = ["/threads"]
+    local = _filesystem_root(backend)
+    if local is not None:
+        dirs.append(local[0].as_posix().rstrip("/") + "/threads")
+    with _ISOLATE_LOCK:
+        if owner.backend is backend:
+            owner.backend = ThreadIsolatedBackend(backend, dirs)
 
 
 def _keeps_threads_apart(backend: Any) -> bool:

@@ -7,7 +7,10 @@ ARS keeps each thread's files under ``/threads/<scope>/outputs/...``
 ``outputs/...``. This middleware rewrites the path argument of deepagents'
 ``read_file``, ``ls``, ``glob`` and ``grep`` calls that name one of ARS's
 output folders (:data:`ars_core.adapter.OUTPUT_FOLDERS`) to the calling
-thread's copy; any other call goes through unchanged.
+thread's copy; any other call goes through unchanged. On a shared backend it
+also puts a :class:`~ars_langchain.isolation.ThreadIsolatedBackend` in front
+of the backend of deepagents' file tools, and names the calling thread for it
+during each tool call: no file tool reaches another thread's folder.
 
 :class:`~ars_langchain.ArsSummarizationMiddleware` runs one for you over its
 own backend (setup stays one middleware); add one yourself to an agent that
@@ -18,13 +21,15 @@ same backend.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextvars import Token
 from typing import Any
 
 from langchain.agents.middleware.types import AgentMiddleware, AgentState, ToolCallRequest
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
-from .backends import READ_TOOL_ARGS, BackendResolver, BackendSource
+from .backends import READ_TOOL_ARGS, BackendResolver, BackendSource, isolate_threads, tool_owner
+from .isolation import CURRENT_SCOPE
 from .sessions import file_scope, scope_parts
 
 __all__ = ["ArsFileRedirectMiddleware"]
@@ -54,7 +59,7 @@ class ArsFileRedirectMiddleware(AgentMiddleware[AgentState[Any], Any]):
     def name(self) -> str:
         return self._name
 
-    def redirect(self, request: ToolCallRequest) -> ToolCallRequest:
+    def redirect(self, request: ToolCallRequest, scope: str | None = None) -> ToolCallRequest:
         """``request`` with its path pointed at the thread's copy when it names one
         of ARS's folders on a shared backend; otherwise ``request`` itself."""
         call = request.tool_call
@@ -64,23 +69,45 @@ class ArsFileRedirectMiddleware(AgentMiddleware[AgentState[Any], Any]):
             return request
         path: str = args[arg]
         runtime = request.runtime
-        thread, _ = scope_parts()
-        scope = file_scope(getattr(runtime, "context", None), thread)
+        scope = scope if scope is not None else self.scope(request)
         target = self.resolver.agent_path(runtime, scope, request.tool, path)
         if target is None:
             return request
         return request.override(tool_call={**call, "args": {**args, arg: target}})
+
+    @staticmethod
+    def scope(request: ToolCallRequest) -> str:
+        """The file scope of the thread making ``request``."""
+        thread, _ = scope_parts()
+        return file_scope(getattr(request.runtime, "context", None), thread)
+
+    def _enter(self, request: ToolCallRequest) -> tuple[ToolCallRequest, Token[str | None]]:
+        """The redirected request, with the calling thread's scope set for the
+        deepagents backend of the tool, isolated when threads share it."""
+        owner = tool_owner(request.tool)
+        if owner is not None:
+            isolate_threads(owner)
+        scope = self.scope(request)
+        return self.redirect(request, scope), CURRENT_SCOPE.set(scope)
 
     def wrap_tool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
-        return handler(self.redirect(request))
+        redirected, token = self._enter(request)
+        try:
+            return handler(redirected)
+        finally:
+            CURRENT_SCOPE.reset(token)
 
     async def awrap_tool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
-        return await handler(self.redirect(request))
+        redirected, token = self._enter(request)
+        try:
+            return await handler(redirected)
+        finally:
+            CURRENT_SCOPE.reset(token)
