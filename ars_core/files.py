@@ -30,6 +30,7 @@ import posixpath
 import re
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -58,6 +59,8 @@ TEXT_ERRORS = "surrogatepass"
 VERIFY_LIMIT = 16 * 1024 * 1024
 #: writes go out in pieces of this size
 CHUNK = 1024 * 1024
+#: thread-scoped backends a root keeps (the most recently used; see FsspecBackend.scoped)
+MAX_SCOPED = 1024
 #: fsspec protocols of object stores, where one PUT is atomic
 OBJECT_STORES = frozenset(
     {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oci", "oss", "r2", "b2"}
@@ -229,25 +232,36 @@ class FsspecBackend:
         #: why this root was chosen, logged once per process with its first write
         #: (the default backend names itself; see :func:`ars_core.default_backend`)
         self.announce = announce
-        self._children: dict[str, FsspecBackend] = {}
+        self._children: OrderedDict[str, FsspecBackend] = OrderedDict()
+        self._children_lock = threading.Lock()
 
     def scoped(self, scope: str) -> FsspecBackend:
         """The same storage, scoped to one thread (``threads/<scope>/``).
 
-        The same scope always gives the same backend object, so what the engine
-        remembers having written there is kept across calls.
+        The same scope gives the same backend object while it is among the
+        :data:`MAX_SCOPED` most recently used, so what the engine remembers
+        having written there is kept across calls; the least recently used
+        beyond that are forgotten (a new object, the same files), so a
+        process serving ever new threads keeps a bounded number of them.
         """
-        child = self._children.get(scope)
-        if child is None:
-            child = FsspecBackend(
-                self.url,
-                storage_options=self.storage_options,
-                fs=self.fs,
-                scope=scope_name(scope),
-                read_only=self.read_only,
-                announce=self.announce,
-            )
-            self._children[scope] = child
+        with self._children_lock:
+            child = self._children.get(scope)
+            if child is not None:
+                self._children.move_to_end(scope)
+                return child
+        child = FsspecBackend(
+            self.url,
+            storage_options=self.storage_options,
+            fs=self.fs,
+            scope=scope_name(scope),
+            read_only=self.read_only,
+            announce=self.announce,
+        )
+        with self._children_lock:
+            child = self._children.setdefault(scope, child)
+            self._children.move_to_end(scope)
+            while len(self._children) > MAX_SCOPED:
+                self._children.popitem(last=False)
         return child
 
     def _host(self, path: str) -> str:

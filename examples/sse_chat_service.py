@@ -87,6 +87,8 @@ from ars_langchain.testing import FakeToolChatModel, tool_call
 #: a thread id is used in URLs and file scopes: keep it to a safe alphabet
 THREAD_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 MAX_MESSAGE_CHARS = 100_000
+#: the longest POST body read (a message of MAX_MESSAGE_CHARS, each escaped, fits)
+MAX_BODY_BYTES = 1 << 20
 
 
 @dataclass
@@ -110,12 +112,30 @@ class BadRequest(Exception):
         self.status = status
 
 
+async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The request's body, refused (413) as soon as it is longer than ``limit``
+    bytes: by its ``Content-Length`` before reading, else while reading, so a
+    large body is never held whole."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise BadRequest(f"the body is longer than {limit:,} bytes", 413)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BadRequest(f"the body is longer than {limit:,} bytes", 413)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def chat_request(body: bytes) -> tuple[str, str]:
     """``(thread_id, message)`` from a POST body, or :class:`BadRequest` saying what is wrong."""
     try:
         data = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadRequest(f"the body is not JSON ({exc})") from None
+    except RecursionError:  # [[[[... 100,000 deep: the parser gives up
+        raise BadRequest("the body is not JSON (nested too deeply)") from None
     if not isinstance(data, dict):
         raise BadRequest('expected a JSON object {"thread_id": ..., "message": ...}')
     thread_id, message = data.get("thread_id"), data.get("message")
@@ -221,7 +241,7 @@ def create_app(agent: Any) -> Starlette:
         return HTMLResponse(PAGE)
 
     async def chat(request: Request) -> Response:
-        thread_id, message = chat_request(await request.body())
+        thread_id, message = chat_request(await read_body(request))
         queue = runs.start(thread_id, lambda: frames(thread_id, message))
 
         async def relay() -> AsyncIterator[str]:  # ends with the client; the run does not
