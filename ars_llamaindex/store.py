@@ -23,8 +23,10 @@ store through its public ``get_messages`` with a few check rows.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 import weakref
+import zlib
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
@@ -33,7 +35,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.storage.chat_store import BaseChatStore
 from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore
 from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
-from sqlalchemy import case, func, select
+from sqlalchemy import LargeBinary, Text, case, cast, func, select
 
 from .convert import same_message
 
@@ -130,6 +132,11 @@ class _Rows:
     max_id: int  # the highest row id
     max_id_ts: int  # that row's timestamp
     last_ts: int  # the timestamp of the last row
+    data_sum: int = 0  # the sum of the rows' data hashes (see _row_hash)
+
+
+#: the SQLite function ARS registers on its connections: a row's data hash
+_SQLITE_HASH = "ars_row_hash"
 
 
 class _RowReader:
@@ -140,35 +147,75 @@ class _RowReader:
     replacing them all (``set_messages``: new ids), so the known rows are
     unchanged when the rows of the key up to the highest known id have the
     same count and id sum, and that row still has its timestamp (SQLite may
-    give a deleted highest id to the next row; its timestamp is new)."""
+    give a deleted highest id to the next row; its timestamp is new). A row
+    edited in place behind the store's back (``UPDATE ... SET data``, a
+    redaction) keeps all three, so the same aggregate also sums a hash of each
+    row's data, computed by the database: PostgreSQL's ``hashtextextended``,
+    on SQLite a CRC-32 function ARS registers on the connection. On another
+    database every row is read on every call."""
 
     def __init__(self, store: SQLAlchemyChatStore) -> None:
         self.store = store
         self.rows: dict[str, _Rows] = {}
+        self._hashing: weakref.WeakSet[Any] = weakref.WeakSet()  # SQLite connections
+
+    async def _row_hash(self, session: Any, data: Any) -> Any:
+        """The SQL expression of a row's data hash on this session's database
+        (``None``: the database has none ARS can use)."""
+        dialect = session.get_bind().dialect.name
+        if dialect == "postgresql":
+            return func.hashtextextended(cast(data, Text), 0)
+        if dialect != "sqlite":
+            return None
+        connection = await session.connection()
+        raw = (await connection.get_raw_connection()).driver_connection
+        if raw not in self._hashing:
+            create = getattr(raw, "create_function", None)
+            if create is None:
+                return None
+            # zlib.crc32 itself (a C function) over the row's bytes: no Python frame a row
+            done = create(_SQLITE_HASH, 1, zlib.crc32, deterministic=True)
+            if inspect.isawaitable(done):  # aiosqlite
+                await done
+            self._hashing.add(raw)
+        return getattr(func, _SQLITE_HASH)(cast(data, LargeBinary))
 
     async def read(self, key: str, known: Sequence[ChatMessage]) -> list[ChatMessage]:
         factory, table = await self.store._initialize()
         c = table.c
         info = self.rows.get(key)
         async with factory() as session:
-            if known and info is not None and info.count == len(known):
+            digest = await self._row_hash(session, c.data)
+            if known and info is not None and info.count == len(known) and digest is not None:
                 check = select(
                     func.count(c.id),
                     func.sum(c.id),
                     func.max(case((c.id == info.max_id, c.timestamp))),
+                    func.sum(digest),
                 ).where(c.key == key, c.id <= info.max_id)
-                count, id_sum, ts = (await session.execute(check)).one()
-                if (count, int(id_sum or 0), ts) == (info.count, info.id_sum, info.max_id_ts):
-                    query = select(c.id, c.timestamp, c.data).where(
+                count, id_sum, ts, data_sum = (await session.execute(check)).one()
+                if (count, int(id_sum or 0), ts, int(data_sum or 0)) == (
+                    info.count,
+                    info.id_sum,
+                    info.max_id_ts,
+                    info.data_sum,
+                ):
+                    query = select(c.id, c.timestamp, c.data, digest.label("digest")).where(
                         c.key == key, c.id > info.max_id
                     )
                     new = (await session.execute(query.order_by(c.timestamp, c.id))).fetchall()
                     if not new or new[0].timestamp >= info.last_ts:  # after the known rows
                         self._remember(key, new, info)
                         return [*known, *(_message(r.data) for r in new)]
-            query = select(c.id, c.timestamp, c.data).where(c.key == key)
+            columns = [c.id, c.timestamp, c.data]
+            if digest is not None:
+                columns.append(digest.label("digest"))
+            query = select(*columns).where(c.key == key)
             rows = (await session.execute(query.order_by(c.timestamp, c.id))).fetchall()
-        self._remember(key, rows, None)
+        if digest is not None:
+            self._remember(key, rows, None)
+        else:  # no data hash on this database: every call reads every row
+            self.rows.pop(key, None)
         return [_message(r.data) for r in rows]
 
     def _remember(self, key: str, rows: Sequence[Any], before: _Rows | None) -> None:
@@ -176,6 +223,7 @@ class _RowReader:
         for r in rows:
             info.count += 1
             info.id_sum += r.id
+            info.data_sum += int(r.digest or 0)
             if r.id > info.max_id:
                 info.max_id, info.max_id_ts = r.id, r.timestamp
         if rows:

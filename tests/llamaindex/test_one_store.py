@@ -5,12 +5,14 @@ memory's back, on SQLite and PostgreSQL, sync and async."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from pathlib import Path
 
 import pytest
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
+from sqlalchemy import select, update
 
 from ars_llamaindex import ArsMemory
 from tests.llamaindex.helpers import dumps
@@ -67,3 +69,58 @@ def test_two_memories_on_one_store_both_work(
 
     views = run_sync() if mode == "sync" else asyncio.run(run_async())
     assert [dumps(v) for v in views] == [dumps(a), dumps(b), dumps(a), dumps(b)]
+
+
+@MODES
+@DATABASES
+@pytest.mark.spec("R1", "R51")
+def test_a_row_redacted_in_place_reaches_a_running_memorys_view(
+    database: str, mode: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A row's data is rewritten in place behind the memory's back (``UPDATE ...
+    SET data``: same id, timestamp and count, so the row-id check alone sees
+    nothing): the next view holds the redacted text, and so do the views after it."""
+    store = store_on(database, tmp_path, request)
+    mem = memory(store, "conv")
+    history = chat("conv", 6)
+    history[3] = ChatMessage(role="assistant", content="the password is hunter2")
+    redacted = ChatMessage(role="assistant", content="the password is [REDACTED]")
+
+    async def redact() -> None:
+        factory, table = await store._initialize()
+        async with factory() as session:
+            row = (
+                await session.execute(
+                    select(table.c.id)
+                    .where(table.c.key == "conv")
+                    .order_by(table.c.timestamp, table.c.id)
+                    .offset(3)
+                    .limit(1)
+                )
+            ).scalar_one()
+            await session.execute(
+                update(table).where(table.c.id == row).values(data=redacted.model_dump(mode="json"))
+            )
+            await session.commit()
+
+    def run_sync() -> tuple[list[ChatMessage], list[ChatMessage]]:
+        mem.put_messages(history)
+        assert dumps(mem.get()) == dumps(history)
+        mem._store._loop.run(redact())
+        view = mem.get()
+        mem.put_messages(chat("more", 2))
+        return view, mem.get()
+
+    async def run_async() -> tuple[list[ChatMessage], list[ChatMessage]]:
+        await mem.aput_messages(history)
+        assert dumps(await mem.aget()) == dumps(history)
+        await redact()
+        view = await mem.aget()
+        await mem.aput_messages(chat("more", 2))
+        return view, await mem.aget()
+
+    view, later = run_sync() if mode == "sync" else asyncio.run(run_async())
+    expected = [*history[:3], redacted, *history[4:]]
+    assert dumps(view) == dumps(expected)
+    assert "hunter2" not in json.dumps(dumps(later))
+    assert dumps(later) == dumps([*expected, *chat("more", 2)])
