@@ -63,7 +63,7 @@ from ars_core.adapter import (
 
 from .backends import BackendResolver, BackendSource, reads_agent_files
 from .convert import to_core, tool_schemas
-from .langchain_args import UNSET, LangChainArgs, read_arguments
+from .langchain_args import UNSET, Arguments, LangChainArgs, read_arguments
 from .redirect import ArsFileRedirectMiddleware
 from .sessions import (
     COMPACT_REQUEST_KEY,
@@ -171,6 +171,33 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             compressor_options=compressor_options,
             deprecated=deprecated,
         )
+        self._take(read, trigger, token_counter, trim_tokens_to_summarize)
+        self.on_event = on_event
+        self.on_summary_usage = on_summary_usage
+        self.on_model_usage = on_model_usage
+        self.is_overflow = is_overflow
+        self.use_context = use_context
+        self.stream = stream
+        self.max_sessions = max_sessions
+        self.compressor_options = read.compressor_options
+        self.compaction_tool = compaction_tool
+        self.read_tool = read_tool
+        self.tools = self._own_tools()
+        self._name = name
+        self._resolver = _resolver or BackendResolver(backend)
+        #: points the agent's own file tools at this thread's ARS files (a shared backend)
+        self.file_redirect = ArsFileRedirectMiddleware(self._resolver)
+        #: the threads' sessions (engine, converter, cached event), bounded by max_sessions
+        self.sessions = Sessions(self)
+
+    def _take(
+        self,
+        read: Arguments,
+        trigger: Any,
+        token_counter: Callable[..., int] | None,
+        trim_tokens_to_summarize: int | None,
+    ) -> None:
+        """Keep the arguments :func:`read_arguments` read (LangChain's included)."""
         self.config = read.config
         self.model = read.model
         self.summarizer = read.summarizer
@@ -182,31 +209,19 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         self.token_counter = token_counter
         self.summary_prompt = self.config.summary_prompt if self.config else None
         self.trim_tokens_to_summarize = trim_tokens_to_summarize
-        self.on_event = on_event
-        self.on_summary_usage = on_summary_usage
-        self.on_model_usage = on_model_usage
-        self.is_overflow = is_overflow
-        self.use_context = use_context
-        self.stream = stream
-        self.max_sessions = max_sessions
-        self.compressor_options = read.compressor_options
-        self.compaction_tool = compaction_tool
-        self.read_tool = read_tool
-        self.tools = []
-        if compaction_tool:  # the agent can ask for an L2 round (deepagents' tool name)
+
+    def _own_tools(self) -> list[Any]:
+        """The tools this middleware gives the agent."""
+        tools: list[Any] = []
+        if self.compaction_tool:  # the agent can ask for an L2 round (deepagents' tool name)
             from .compaction import make_compaction_tool
 
-            self.tools.append(make_compaction_tool(self))
-        if read_tool:  # the agent can read back what ARS saved
+            tools.append(make_compaction_tool(self))
+        if self.read_tool:  # the agent can read back what ARS saved
             from .readback import make_read_tool
 
-            self.tools.append(make_read_tool(self))
-        self._name = name
-        self._resolver = _resolver or BackendResolver(backend)
-        #: points the agent's own file tools at this thread's ARS files (a shared backend)
-        self.file_redirect = ArsFileRedirectMiddleware(self._resolver)
-        #: the threads' sessions (engine, converter, cached event), bounded by max_sessions
-        self.sessions = Sessions(self)
+            tools.append(make_read_tool(self))
+        return tools
 
     # ------------------------------------------------------------ factories
 
