@@ -128,6 +128,10 @@ class MeteredExtractive:
         self.inner = ExtractiveSummarizer(summary_tokens=summary_tokens, task_tokens=task_tokens)
         return self
 
+    def reads_whole_history(self, history: Sequence[Message]) -> bool:
+        """As ARS's built-in summarizer: a conversation is read whole (not condensed)."""
+        return self.inner.reads_whole_history(history)
+
     def summarize(self, messages: Sequence[Message], prompt: str) -> SummaryResult:  # ARS
         result = self.inner.summarize(messages, prompt)
         self.stats.summary_calls += 1
