@@ -294,3 +294,51 @@ def test_an_archive_dropped_with_a_failed_step_is_written_again_whole(
         chain[:0] = messages
         path = header.get("continues")
     assert [m.id for m in chain] == [m.id for m in state["messages"][: event["cutoff"]]]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.spec("R12", "R13", "R52")
+def test_an_offload_dropped_with_a_failed_step_is_written_again(thread_id: str, mode: str) -> None:
+    """deepagents with its default ``StateBackend``: L1 offloads a large tool result
+    into the step's state, then the main model fails (503) and the step's writes
+    are dropped. On the re-sent turn the same offload is written again (the process
+    does not take it as written because it wrote it once): the path the preview
+    names is in the thread's ``files`` with the whole result."""
+    big_text = big_output.invoke({"n": 150})
+    path = f"outputs/large_tool_results/big_output-{sha256_text(big_text)}.txt"
+    model = FakeToolChatModel(
+        [
+            AIMessage("", id="a1", tool_calls=[tool_call("big_output", {"n": 150}, "c-big")]),
+            RuntimeError("503 Service Unavailable"),
+            AIMessage("done", id="a2"),
+        ]
+    )
+    mw = ArsSummarizationMiddleware(DA_CONFIG, read_tool=False)
+    agent = create_deep_agent(
+        model,
+        tools=[big_output],
+        middleware=[mw],
+        checkpointer=InMemorySaver(),
+        subagents=[],
+    )
+    config = {"configurable": {"thread_id": thread_id}}
+    again = {"messages": [HumanMessage("try again", id="h2")]}
+
+    def run_sync() -> dict[str, Any]:
+        with pytest.raises(RuntimeError, match="503"):
+            agent.invoke({"messages": [HumanMessage("go", id="h")]}, config)
+        agent.invoke(again, config)
+        return dict(agent.get_state(config).values)
+
+    async def run_async() -> dict[str, Any]:
+        with pytest.raises(RuntimeError, match="503"):
+            await agent.ainvoke({"messages": [HumanMessage("go", id="h")]}, config)
+        await agent.ainvoke(again, config)
+        return dict((await agent.aget_state(config)).values)
+
+    import asyncio
+
+    state = run_sync() if mode == "sync" else asyncio.run(run_async())
+    assert path in model.main_calls[-1][3].text  # the preview names the file
+    assert "/" + path in state["files"], "the preview names a file the thread does not have"
+    assert _file_text(state["files"]["/" + path]) == big_text
