@@ -6,9 +6,14 @@ limits which external plugins load: a comma-separated list of entry-point
 names, or empty / ``none`` for none at all (built-ins always load).
 
 ``get_estimator("approx")``, ``get_file_backend("fsspec", url=...)`` and
-``get_summarizer("extractive")`` build components by name;
-a plugin whose import fails (a package it needs is missing) is left out, and
-:func:`skipped_plugins` says why;
+``get_summarizer("extractive")`` build components by name.
+
+One broken third-party plugin never takes the others (or ARS) down: a plugin
+whose import fails (a package it needs is missing, or it raises), or that
+implements a hook ARS does not know, is left out once (the import is not
+retried) and :func:`skipped_plugins` says why; a plugin whose hook raises is
+left out from then on, with a warning, and :func:`failed_plugins` says why
+(``ars plugins`` reports both). Hooks are called plugin by plugin for this.
 :mod:`ars_core.resolve` turns what ``Compressor(...)`` is given (names, URLs,
 classes, callables) into components through them. :func:`plugin_report`
 describes every registered plugin (``ars plugins``).
@@ -16,6 +21,7 @@ describes every registered plugin (``ars plugins``).
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -32,6 +38,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "available",
     "emit_to_plugins",
+    "failed_plugins",
     "get_estimator",
     "get_file_backend",
     "get_plugin_manager",
@@ -56,6 +63,10 @@ _pm: pluggy.PluginManager | None = None
 _entry_points: dict[str, EntryPoint] = {}
 #: why each entry-point plugin whose import failed was left out, by plugin name
 _skipped: dict[str, str] = {}
+#: why each registered plugin whose hook raised is left out from then on, by plugin name
+_failed: dict[str, str] = {}
+
+log = logging.getLogger("ars")
 
 
 def _load_entry_points(pm: pluggy.PluginManager) -> None:
@@ -74,12 +85,40 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
         except ImportError as exc:  # what the plugin needs is not installed: left out, with why
             _skipped[ep.name] = f"{ep.value}: {' '.join(str(exc).split()) or type(exc).__name__}"
             continue
+        except Exception as exc:  # a broken plugin: left out, the others load
+            _skipped[ep.name] = f"{ep.value}: failed to load: {_describe(exc)}"
+            continue
+        try:
+            pm.register(plugin, name=ep.name)
+            pm.check_pending()  # a hook ARS does not know: this plugin is the one
         except Exception as exc:
-            raise PluginError(
-                "plugin", ep.name, f"failed to load: {type(exc).__name__}: {exc}"
-            ) from exc
-        pm.register(plugin, name=ep.name)
+            if pm.get_plugin(ep.name) is not None:
+                pm.unregister(name=ep.name)
+            _skipped[ep.name] = f"{ep.value}: {_describe(exc)}"
+            continue
         _entry_points[ep.name] = ep
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+
+
+def _call_each(hook: Any, **kwargs: Any) -> None:
+    """Call every implementation of ``hook`` in pluggy's order, one plugin at a
+    time: one that raises is left out from then on (a warning, :func:`failed_plugins`)."""
+    for impl in reversed(hook.get_hookimpls()):
+        name = impl.plugin_name
+        if name in _failed:
+            continue
+        try:
+            impl.function(*[kwargs[arg] for arg in impl.argnames])
+        except PluginError:
+            raise
+        except Exception as exc:
+            reason = f"its {hook.name} hook raised {_describe(exc)}"
+            with _lock:
+                _failed.setdefault(name, reason)
+            log.warning("ARS: plugin %r left out: %s", name, reason)
 
 
 def get_plugin_manager() -> pluggy.PluginManager:
@@ -103,6 +142,7 @@ def reset_plugin_manager() -> None:
         _pm = None
         _entry_points.clear()
         _skipped.clear()
+        _failed.clear()
 
 
 def available(kind: str, pm: pluggy.PluginManager | None = None) -> dict[str, Callable[..., Any]]:
@@ -117,7 +157,7 @@ def available(kind: str, pm: pluggy.PluginManager | None = None) -> dict[str, Ca
             raise PluginError(kind, name, "factory is not callable")
         found[name] = factory
 
-    getattr(pm.hook, _KINDS[kind])(register=register)
+    _call_each(getattr(pm.hook, _KINDS[kind]), register=register)
     return found
 
 
@@ -150,7 +190,7 @@ def get_summarizer(name: str = "extractive", **options: Any) -> Any:
 
 def emit_to_plugins(event: CompressionEvent) -> None:
     """Deliver a stream event to every plugin implementing ``compression_event``."""
-    get_plugin_manager().hook.compression_event(event=event)
+    _call_each(get_plugin_manager().hook.compression_event, event=event)
 
 
 def _source(name: str) -> dict[str, Any]:
@@ -174,8 +214,12 @@ def _provided(pm: pluggy.PluginManager, name: str) -> dict[str, list[str]]:
     for kind, hook in _KINDS.items():
         names: list[str] = []
         for impl in getattr(pm.hook, hook).get_hookimpls():
-            if impl.plugin_name == name:
-                impl.function(register=lambda n, factory, names=names: names.append(n))
+            if impl.plugin_name == name and name not in _failed:
+                try:
+                    impl.function(register=lambda n, factory, names=names: names.append(n))
+                except Exception as exc:
+                    with _lock:
+                        _failed.setdefault(name, f"its {hook} hook raised {_describe(exc)}")
         if names:
             provided[f"{kind}s"] = names
     return provided
@@ -189,6 +233,13 @@ def skipped_plugins() -> dict[str, str]:
         return dict(_skipped)
 
 
+def failed_plugins() -> dict[str, str]:
+    """The registered plugins left out because one of their hooks raised, each
+    with the hook and the error: ``{name: "its <hook> hook raised <error>"}``."""
+    with _lock:
+        return dict(_failed)
+
+
 def plugin_report(pm: pluggy.PluginManager | None = None) -> list[dict[str, Any]]:
     """Every registered plugin: its name, where it came from, the hooks it
     implements and the components it registers (the ``ars plugins`` output)."""
@@ -198,5 +249,8 @@ def plugin_report(pm: pluggy.PluginManager | None = None) -> list[dict[str, Any]
         if plugin is None or name is None:
             continue
         hooks = sorted(caller.name for caller in pm.get_hookcallers(plugin) or ())
-        report.append({"name": name, **_source(name), "hooks": hooks, **_provided(pm, name)})
+        entry = {"name": name, **_source(name), "hooks": hooks, **_provided(pm, name)}
+        if name in _failed:
+            entry["error"] = _failed[name]
+        report.append(entry)
     return report

@@ -21,7 +21,7 @@ from ..errors import ArsError, ConfigError
 from ..estimate import Estimator
 from ..files import FsspecBackend
 from ..messages import Message
-from ..plugins import plugin_report, skipped_plugins
+from ..plugins import failed_plugins, plugin_report, skipped_plugins
 from ..replay import (
     CACHED_PRICE,
     DEMO_THRESHOLD,
@@ -361,4 +361,6 @@ def cmd_plugins(args: argparse.Namespace, stdout: IO[str]) -> int:
     stdout.write("\n")
     for name, reason in sorted(skipped_plugins().items()):
         print(f"ars: plugin {name!r} skipped: {reason}", file=sys.stderr)
+    for name, reason in sorted(failed_plugins().items()):
+        print(f"ars: plugin {name!r} failed: {reason}", file=sys.stderr)
     return 0
