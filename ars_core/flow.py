@@ -79,7 +79,13 @@ from .l2 import (
 from .layout import HISTORY_DIR
 from .messages import Message
 from .pairing import pair_tool_calls
-from .retention import Retention, audit_retention, task_statement
+from .retention import (
+    Retention,
+    audit_retention,
+    is_user_request,
+    task_retention,
+    task_statement,
+)
 from .summarize import ExtractiveSummarizer, SummaryResult, condense_history, whole_tokens
 from .summary_call import InputHalver, RetryPolicy, SummaryCall
 from .usage import Usage
@@ -552,17 +558,46 @@ def _level2(r: _Round, l1: _L1View, cut: _Cut) -> Flow:
 
 def _audit(r: _Round, cut: _Cut, view: Sequence[Message]) -> Retention:
     """The retention audit of the view this round sends: the task (every user
-    request up to the cutoff) and the anchors of the newly summarized messages."""
+    request up to the cutoff) and what the agent may need from the newly summarized
+    messages (files, commands, errors, tool-call ids). The result is a field of the
+    event; the log gets one INFO line, and a WARNING only when the model no longer
+    sees the task at all, or the newest request (nothing left of it in the view)."""
     retention = audit_retention(r.raw[cut.start : cut.local], view, task=cut.task)
-    if retention.missing:
+    if not retention.missing:
+        return retention
+    total = len(retention.missing) + len(retention.found)
+    lost = _lost_requests(cut, view, retention)
+    if lost:
         log.warning(
-            "ARS: the summarized view lost %d of %d anchors (task %.0f%% kept): %s",
-            len(retention.missing),
-            len(retention.missing) + len(retention.found),
+            "ARS: after summarizing, the model no longer sees %s; the summary left it "
+            "out (the full messages stay in the state and the history archive)",
+            lost,
+        )
+    else:
+        log.info(
+            "ARS: summary round: the view keeps %d of %d things the agent may need "
+            "(%.0f%% of the task statement); only in the archived history: %s",
+            len(retention.found),
+            total,
             100 * retention.task_fraction,
             "; ".join(retention.missing),
         )
     return retention
+
+
+def _lost_requests(cut: _Cut, view: Sequence[Message], retention: Retention) -> str:
+    """What the model no longer sees of the user's requests, in words ("" when
+    nothing): the whole task statement, or the newest request when it was
+    summarized (no later request kept) and nothing of it is in the view."""
+    if not cut.task:
+        return ""
+    if retention.task_fraction == 0:
+        return "the task (none of the user's requests up to the cutoff)"
+    if any(is_user_request(m) for m in view[1:]):
+        return ""  # a newer request is kept whole
+    if task_retention(cut.task[-1], view) == 0:
+        return "the user's newest request"
+    return ""
 
 
 def _summarize(r: _Round, l1: _L1View, cut: _Cut) -> Generator[Effect, Any, SummarizationEvent]:

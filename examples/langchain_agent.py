@@ -50,7 +50,7 @@ def main() -> None:
             AIMessage("", tool_calls=[tool_call("grep_logs", {"pattern": "latency"}, "call-1")]),
             AIMessage("Latency is fine: at most 299 ms."),
             AIMessage(
-                "The user asked about latency; logs show at most 299 ms."
+                "The user asked: How is latency? The logs show at most 299 ms."
             ),  # ARS's summary call
             AIMessage("Yes, nothing above 300 ms."),
         ]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,13 @@ class PrintCompression(BaseEventHandler):
             print("  " + describe_event(event.payload))
 
 
+def scripted_summary(messages: list[Any]) -> str:
+    """What a real model writes as the summary: the user's requests, then the outcome."""
+    prompt = "\n".join(str(m.content or "") for m in messages)
+    asked = dict.fromkeys(re.findall(r"Please check the logs of svc\d+\.", prompt))
+    return f"The user asked: {' '.join(asked)} Every service checked was healthy."
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     work = Path(tempfile.mkdtemp(prefix="ars-llamaindex-"))
@@ -92,9 +100,7 @@ async def main() -> None:
             tool_call("read_log", name=f"svc{i}"),
             f"svc{i} looks healthy: no errors in 300 lines.",
         ]
-    llm = ScriptedLLM(
-        script, summary_reply="The user asked for health checks of svc0.. ; all were healthy."
-    )
+    llm = ScriptedLLM(script, summary_reply=scripted_summary)
     agent = ArsFunctionAgent(
         tools=[FunctionTool.from_defaults(read_log), FunctionTool.from_defaults(write_file)],
         llm=llm,

@@ -53,7 +53,7 @@ def test_langchain_agent_example() -> None:
         line.startswith("persisted event: cutoff 4 history file outputs/conversation_history/")
         for line in out
     )
-    assert "The user asked about latency; logs show at most 299 ms." in out
+    assert "The user asked: How is latency? The logs show at most 299 ms." in out
     files_line = out[-1]
     assert files_line.startswith("files: ['outputs/conversation_history/history-000000-000004-")
     assert "'outputs/large_tool_results/grep_logs-" in files_line
