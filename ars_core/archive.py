@@ -21,6 +21,7 @@ import hashlib
 import json
 import threading
 import weakref
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +31,7 @@ from .errors import ArchiveFormatError, MessageFormatError
 from .files import FileBackend, encode_text
 from .l1 import FileWrite
 from .layout import HISTORY_DIR
+from .memo import ARCHIVE_LINE
 from .messages import Message, message_from_dict, message_to_dict
 
 __all__ = [
@@ -44,11 +46,12 @@ __all__ = [
     "read_history",
 ]
 
-#: ``Message._cache`` key of a message's archive line (see :func:`archive_line`)
-_LINE_KEY = "ars_archive_line"
 #: archive lines up to this many bytes are kept on their message; a longer one is
 #: encoded again when it is archived again (its size, not the call, is then the cost)
 LINE_CACHE_BYTES = 1 << 20
+#: lines longer than this are kept compressed (zlib, fastest level): what the memo
+#: keeps stays a fraction of the history's text
+LINE_COMPRESS_BYTES = 512
 _ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
 
 
@@ -57,17 +60,19 @@ def archive_line(message: Message) -> tuple[bytes, bytes]:
     encoded as :func:`~ars_core.files.encode_text` stores text) and the SHA-256
     digest of that line.
 
-    Kept on the message (its private ``_cache``, like its token count): a message is
-    frozen, and an edited message is a new object, so each message is encoded once
-    however many rounds archive it, and an archive is a join of bytes."""
-    cached: tuple[bytes, bytes] | None = message._cache.get(_LINE_KEY)
+    Kept on the message (its private ``_cache``, like its token count; a long line
+    compressed): a message is frozen, and an edited message is a new object, so each
+    message is encoded once however many rounds archive it."""
+    cached = ARCHIVE_LINE.get(message)
     if cached is not None:
-        return cached
+        kept, digest = cached
+        return (zlib.decompress(kept[1:]) if kept[:1] == b"z" else kept[1:]), digest
     line = encode_text(_ENCODER.encode(message_to_dict(message)))
-    entry = (line, hashlib.sha256(line).digest())
+    digest = hashlib.sha256(line).digest()
     if len(line) <= LINE_CACHE_BYTES:
-        message._cache[_LINE_KEY] = entry
-    return entry
+        kept = b"z" + zlib.compress(line, 1) if len(line) > LINE_COMPRESS_BYTES else b"=" + line
+        ARCHIVE_LINE.put(message, (kept, digest))
+    return line, digest
 
 
 @attrs.frozen
@@ -115,7 +120,7 @@ class HistoryArchive:
     def of(
         cls, messages: Sequence[Message], *, start: int, thread: str | None = None
     ) -> HistoryArchive:
-        entries = [m._cache.get(_LINE_KEY) or archive_line(m) for m in messages]
+        entries = [archive_line(m) for m in messages]
         lines, digests = zip(*entries, strict=True) if entries else ((), ())
         return cls(start, thread, tuple(lines), tuple(digests))
 

@@ -46,6 +46,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from .estimate import is_calibrated
+
 if TYPE_CHECKING:
     from .config import SummaryConfig
 
@@ -81,9 +83,9 @@ def estimate_scale(estimator: Any) -> float:
     """Provider tokens per estimate unit, with the safety margin: the
     estimator's calibrated ``scale`` times ``1 + margin`` (1 for an estimator
     that has neither)."""
-    scale = getattr(estimator, "scale", 1.0) or 1.0
-    margin = getattr(estimator, "margin", 0.0) or 0.0
-    return float(scale) * (1 + float(margin))
+    if not is_calibrated(estimator):
+        return 1.0
+    return float(estimator.scale or 1.0) * (1 + float(estimator.margin or 0.0))
 
 
 def thresholds(config: SummaryConfig, estimator: Any) -> tuple[int, int]:

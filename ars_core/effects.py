@@ -23,13 +23,14 @@ import inspect
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Generator, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import anyio
 import anyio.to_thread
 import attrs
 
 from .archive import ArchiveLog, ArchivePlan, HistoryArchive
+from .capabilities import AsyncBackend, AsyncBytesBackend, BytesBackend, has
 from .errors import SummarizerError
 from .events import CompressionEvent
 from .files import FileBackend
@@ -240,11 +241,10 @@ def _archived(
 
 
 def store(backend: FileBackend, write: FileWrite) -> None:
-    """Write one file: as bytes when the backend takes them (``write_bytes``),
-    else as text."""
-    write_bytes = getattr(backend, "write_bytes", None)
-    if write_bytes is not None:
-        write_bytes(write.path, write.data)
+    """Write one file: as bytes when the backend takes them (a
+    :class:`~ars_core.capabilities.BytesBackend`), else as text."""
+    if has(backend, BytesBackend):
+        cast(BytesBackend, backend).write_bytes(write.path, write.data)
     else:
         backend.write_text(write.path, write.text)
 
@@ -309,10 +309,14 @@ class AsyncEffects:
 
     async def write(self, effect: Write) -> set[str]:
         backend = self.sync.backend
-        awrite_bytes: Callable[[str, bytes], Awaitable[Any]] | None = getattr(
-            backend, "awrite_bytes", None
+        awrite_bytes: Callable[[str, bytes], Awaitable[Any]] | None = (
+            cast(AsyncBytesBackend, backend).awrite_bytes
+            if has(backend, AsyncBytesBackend)
+            else None
         )
-        awrite: Callable[[str, str], Awaitable[Any]] | None = getattr(backend, "awrite_text", None)
+        awrite: Callable[[str, str], Awaitable[Any]] | None = (
+            cast(AsyncBackend, backend).awrite_text if has(backend, AsyncBackend) else None
+        )
         if awrite_bytes is None and awrite is None:
             return await anyio.to_thread.run_sync(self.sync.write, effect)
         ledger = _Ledger(self.sync.written, backend, effect.writes)

@@ -33,7 +33,8 @@ from .events import CompressionEvent, EventEmitter, SummarizationEvent
 from .files import FileBackend
 from .flow import CallOutcome, StateUpdate, flow
 from .l1 import ARG_CHAR_LIMIT, TRUNCATE_TOOLS
-from .messages import CheckedHistories, Message, to_openai
+from .memo import Memo, active
+from .messages import Message, to_openai
 from .options import CallOptions
 from .resolve import (
     BackendLike,
@@ -211,9 +212,12 @@ class Compressor:
         # the history archives written, per backend: a round that archives the same
         # first messages again writes only what is new (a continuation file)
         self._archives = ArchiveLog()
+        #: what this engine remembers of the histories it saw (running token totals,
+        #: histories checked to hold records, where requests are...): ``ars_core.memo``
+        self.memo = Memo()
         # histories already found to hold only Message records: a call checks what was
         # appended since (dicts are converted with as_messages)
-        self._as_messages = CheckedHistories()
+        self._as_messages = self.memo.checked
 
     # ------------------------------------------------------------ public API
 
@@ -252,12 +256,15 @@ class Compressor:
         arguments as one :class:`~ars_core.CallOptions` (a keyword given here
         wins over its field).
         """
-        given = (event, system, tools, summarizer, backend, emitter, thread, requested)
-        o = _merged(options, *given)
-        msgs = self._as_messages(messages)
-        steps = flow(self, msgs, o.event, o.system, o.tools, thread=o.thread, requested=o.requested)
-        call_model = self._in_callers_form(messages, call_model)
-        return run_sync(steps, self._effects(call_model, o.summarizer, o.backend, o.emitter))
+        with active(self.memo):
+            given = (event, system, tools, summarizer, backend, emitter, thread, requested)
+            o = _merged(options, *given)
+            msgs = self._as_messages(messages)
+            steps = flow(
+                self, msgs, o.event, o.system, o.tools, thread=o.thread, requested=o.requested
+            )
+            call_model = self._in_callers_form(messages, call_model)
+            return run_sync(steps, self._effects(call_model, o.summarizer, o.backend, o.emitter))
 
     async def acall(
         self,
@@ -312,21 +319,22 @@ class Compressor:
         now, whatever the size (see :meth:`compact_now`). ``options``: see
         :meth:`call`.
         """
-        given = (event, system, tools, summarizer, backend, emitter, thread, requested, force)
-        o = _merged(options, *given)
-        msgs = self._as_messages(messages)
-        steps = flow(
-            self,
-            msgs,
-            o.event,
-            o.system,
-            o.tools,
-            thread=o.thread,
-            forced=o.force,
-            requested=o.requested,
-        )
-        effects = self._effects(None, o.summarizer, o.backend, o.emitter, hold_events)
-        return run_sync(steps, effects)
+        with active(self.memo):
+            given = (event, system, tools, summarizer, backend, emitter, thread, requested, force)
+            o = _merged(options, *given)
+            msgs = self._as_messages(messages)
+            steps = flow(
+                self,
+                msgs,
+                o.event,
+                o.system,
+                o.tools,
+                thread=o.thread,
+                forced=o.force,
+                requested=o.requested,
+            )
+            effects = self._effects(None, o.summarizer, o.backend, o.emitter, hold_events)
+            return run_sync(steps, effects)
 
     async def acompact(
         self,
@@ -367,21 +375,22 @@ class Compressor:
         """Run the flow for the async shells. When the newest messages hold more
         uncounted text than ``OFFLOAD_CHARS``, the flow's own work (counting,
         hashing, previews) runs in a worker thread; the effects stay on the loop."""
-        msgs = self._as_messages(messages)
-        offload = uncounted_chars(self.estimator, msgs) >= OFFLOAD_CHARS
-        build = functools.partial(
-            flow,
-            self,
-            msgs,
-            event,
-            system,
-            tools,
-            thread=thread,
-            forced=forced,
-            requested=requested,
-        )
-        steps = await anyio.to_thread.run_sync(build) if offload else build()
-        return await run_async(steps, AsyncEffects(effects), in_thread=offload)
+        with active(self.memo):
+            msgs = self._as_messages(messages)
+            offload = uncounted_chars(self.estimator, msgs) >= OFFLOAD_CHARS
+            build = functools.partial(
+                flow,
+                self,
+                msgs,
+                event,
+                system,
+                tools,
+                thread=thread,
+                forced=forced,
+                requested=requested,
+            )
+            steps = await anyio.to_thread.run_sync(build) if offload else build()
+            return await run_async(steps, AsyncEffects(effects), in_thread=offload)
 
     def compact_now(
         self,

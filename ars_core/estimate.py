@@ -28,13 +28,14 @@ grew costs work proportional to the new messages.
 from __future__ import annotations
 
 import operator
-import threading
-from collections import OrderedDict, deque
-from collections.abc import Collection, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections import deque
+from collections.abc import Collection, Hashable, Mapping, Sequence
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 from ._media import media_tokens
 from .approx_features import APPROX_FEATURES, approx_features
+from .capabilities import has
+from .memo import TOKENS, HistoryTotals, instance_key
 from .messages import Message
 from .provider_text import block_text, json_text, tool_text
 from .typing import Tools
@@ -43,12 +44,16 @@ __all__ = [
     "APPROX_FEATURES",
     "ApproxEstimator",
     "CachingEstimator",
+    "CalibratedEstimator",
     "Estimator",
+    "IncrementalEstimator",
     "TiktokenEstimator",
     "Tools",
     "approx_features",
     "block_text",
     "default_estimator",
+    "is_calibrated",
+    "is_incremental",
     "json_text",
     "message_sizes",
     "message_tokens",
@@ -120,6 +125,54 @@ class Estimator(Protocol):
         ...
 
 
+@runtime_checkable
+class IncrementalEstimator(Estimator, Protocol):
+    """An estimator that counts one message at a time and keeps each count on the
+    message under :attr:`cache_key` (every :class:`CachingEstimator`). The engine
+    then counts a growing history by its appended messages only."""
+
+    @property
+    def cache_key(self) -> Hashable:
+        """The key of this estimator's counts (``Message`` values of the ``tokens``
+        family, see :mod:`ars_core.memo`)."""
+        ...
+
+    def count_message(self, message: Message) -> int:
+        """Tokens of one message (cached on it)."""
+        ...
+
+    def count_extra(
+        self, *, system: Message | str | None = None, tools: Tools | None = None
+    ) -> int:
+        """Tokens of the system message and tool schemas alone."""
+        ...
+
+
+@runtime_checkable
+class CalibratedEstimator(Protocol):
+    """An estimator that learns from the provider's reported usage: the engine
+    divides its thresholds by ``scale * (1 + margin)``, and the adapters report each
+    request's provider count to :meth:`calibrate`."""
+
+    scale: float
+    margin: float
+
+    def calibrate(self, *, estimated: int, actual: int, weight: float = 0.3) -> float:
+        """Learn from one request the estimator put at ``estimated`` tokens and the
+        provider counted ``actual``; returns the new scale."""
+        ...
+
+
+def is_incremental(estimator: object) -> TypeGuard[IncrementalEstimator]:
+    """Whether ``estimator`` is an :class:`IncrementalEstimator` (checked once per class)."""
+    return has(estimator, IncrementalEstimator)
+
+
+def is_calibrated(estimator: object) -> TypeGuard[CalibratedEstimator]:
+    """Whether ``estimator`` is a :class:`CalibratedEstimator` (checked once per class)."""
+    return has(estimator, CalibratedEstimator)
+
+
 class CachingEstimator:
     """Base class: per-message caching and incremental sequence totals.
 
@@ -130,12 +183,16 @@ class CachingEstimator:
     """
 
     name = "caching"
+    #: provider tokens per estimated token, learned by :meth:`calibrate`
+    scale: float = 1.0
+    #: the safety margin the engine keeps below its thresholds
+    margin: float = 0.0
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        # remembered histories (message objects, running totals), one per conversation,
-        # keyed by the identity of their first message; least recently used dropped
-        self._memos: OrderedDict[int, tuple[list[Message], list[int]]] = OrderedDict()
+        # running totals of the last histories counted (one per conversation), kept
+        # under the rule every history memo follows (ars_core.memo)
+        self._histories = HistoryTotals(slots=MEMO_SLOTS)
+        self._key: Hashable = ("tokens", type(self).__qualname__, instance_key())
         self._tools_cache: tuple[int, int, int] | None = None
         # counts of plain-text messages by content, for equal messages rebuilt as new
         # objects (a store reloaded each call); cleared when it grows past its bound
@@ -174,13 +231,17 @@ class CachingEstimator:
         return self.scale
 
     def forget_history(self) -> None:
-        """Drop the remembered histories (after editing a history in place)."""
-        with self._lock:
-            self._memos.clear()
+        """Drop the remembered histories (an edit is seen without it: see
+        :meth:`count_history`)."""
+        self._histories.clear()
 
     @property
-    def cache_key(self) -> tuple[str, ...]:
-        return ("tokens", type(self).__name__, self.name)
+    def cache_key(self) -> Hashable:
+        """The key this estimator's counts are kept under on each message: this
+        estimator object's own (two estimators never share counts because they share
+        a name). The built-in estimators, whose counts depend on their class and
+        encoding alone, share theirs."""
+        return self._key
 
     def count_text(self, text: str) -> int:
         raise NotImplementedError
@@ -193,7 +254,7 @@ class CachingEstimator:
         its id, type and name, the tool-call id a result answers and the name.
         """
         key = self.cache_key
-        cached = message._cache.get(key)
+        cached = TOKENS.get(message, key)
         if cached is not None:
             return int(cached)
         content = message.content
@@ -202,8 +263,7 @@ class CachingEstimator:
             ckey = (message.role, message.name, message.tool_call_id, message.content)
             cached = self._by_content.get(ckey)
             if cached is not None:
-                message._cache[key] = cached
-                return cached
+                return TOKENS.put(message, cached, key)
         total = MESSAGE_OVERHEAD
         if isinstance(message.content, str):
             total += self.count_text(message.content)
@@ -217,7 +277,7 @@ class CachingEstimator:
             total += 1 + self.count_text(message.name)
         if message.tool_call_id:
             total += self.count_text(message.tool_call_id)
-        message._cache[key] = total
+        TOKENS.put(message, total, key)
         if plain:
             if len(self._by_content) >= CONTENT_CACHE_SIZE:
                 self._by_content.clear()
@@ -307,52 +367,18 @@ class CachingEstimator:
         return sum(map(self.count_message, messages))
 
     def count_history(self, messages: Sequence[Message]) -> int:
-        """Tokens of an append-only history, incremental over the last one counted.
+        """Tokens of a growing history, incremental over the last ones counted.
 
         The estimator remembers the last histories it counted (one per first
-        message, so several conversations sharing an estimator do not evict
-        each other) with their running totals. The next history is taken as an
-        extension when it holds the same (or equal) messages at the first, the
-        middle and the last ``HISTORY_CHECK`` remembered positions, and only
-        the appended messages are counted. That is the contract: histories
-        grow at the end, and edits happen near it (where the overflow tail trim works). After
-        editing older messages in place call :meth:`forget_history`; use
+        message, so several conversations sharing an estimator do not evict each
+        other) with their running totals. A history whose first messages are those
+        of a remembered one (the same objects, or equal ones: the rule of
+        :func:`ars_core.memo.unchanged_prefix`, one comparison at C speed) counts
+        only its appended messages; any other (a message replaced anywhere, one
+        removed) is counted whole, from the counts kept on its messages. Use
         :meth:`count_messages` for sequences that are not histories.
         """
-        if not messages:
-            return 0
-        with self._lock:
-            key = id(messages[0])
-            memo = self._memos.get(key)
-            if memo is None:
-                memo = self._memos[key] = ([], [0])
-                if len(self._memos) > MEMO_SLOTS:
-                    self._memos.popitem(last=False)
-            else:
-                self._memos.move_to_end(key)
-            seq, cum = memo
-            n_prev = len(seq)
-            n = len(messages)
-            mid = n_prev // 2
-            tail = max(0, n_prev - HISTORY_CHECK)
-            if not (
-                n_prev
-                and n >= n_prev
-                and messages[0] is seq[0]
-                and messages[mid] == seq[mid]
-                and list(messages[tail:n_prev]) == seq[tail:]
-            ):
-                seq.clear()
-                del cum[1:]
-                n_prev = 0
-            if n > n_prev:
-                running = cum[-1]
-                count = self.count_message
-                for m in messages[n_prev:]:
-                    running += count(m)
-                    cum.append(running)
-                seq.extend(messages[n_prev:])
-            return cum[n]
+        return self._histories.total(messages, self.count_message)
 
     def count_tools(self, tools: Tools | None) -> int:
         if not tools:
@@ -408,6 +434,12 @@ class ApproxEstimator(CachingEstimator):
     """
 
     name = "approx"
+
+    @property
+    def cache_key(self) -> Hashable:
+        """Shared by every estimator of this class (its counts depend on nothing else)."""
+        return ("tokens", type(self))
+
     #: held-out worst undercount of a request of >= 4,096 tokens was 13.5% (fit_approx.py)
     error_margin = 0.15
 
@@ -442,6 +474,11 @@ class TiktokenEstimator(CachingEstimator):
         self.encoding_name = encoding
         self.name = f"tiktoken:{encoding}"
         self._encoding = load_encoding(encoding)
+
+    @property
+    def cache_key(self) -> Hashable:
+        """Shared by the estimators of this class and encoding (their counts agree)."""
+        return ("tokens", type(self), self.encoding_name)
 
     def count_text(self, text: str) -> int:
         if not text:
@@ -521,10 +558,10 @@ def uncounted_chars(
     dictionary lookups per call. An estimator without per-message caching
     counts everything every time: then every message is new.
     """
-    key = getattr(estimator, "cache_key", None)
+    key = estimator.cache_key if is_incremental(estimator) else None
     total = 0
     for message in reversed(messages):
-        if key is not None and key in message._cache:
+        if key is not None and TOKENS.holds_value(message, key):
             break
         total += _message_chars(message)
         if total >= limit:
@@ -550,19 +587,17 @@ def default_estimator() -> CachingEstimator:
 
 def message_sizes(estimator: Estimator, messages: Sequence[Message]) -> list[int]:
     """:func:`message_tokens` of each message, in one pass (cached counts are read
-    straight from the messages when ``estimator`` is a :class:`CachingEstimator`)."""
-    count_message = getattr(estimator, "count_message", None)
-    if count_message is None:
+    straight from the messages when ``estimator`` is an :class:`IncrementalEstimator`)."""
+    if not is_incremental(estimator):
         return [estimator.count([m]) for m in messages]
-    key = estimator.cache_key if isinstance(estimator, CachingEstimator) else None
-    if key is None:
-        return [int(count_message(m)) for m in messages]
-    return [m._cache.get(key) or count_message(m) for m in messages]
+    count_message = estimator.count_message
+    cached = TOKENS.get_many(messages, estimator.cache_key)
+    return [c if c is not None else count_message(m) for c, m in zip(cached, messages, strict=True)]
 
 
 def message_tokens(estimator: Estimator, message: Message) -> int:
-    """Tokens of one message with any estimator (cached when it is a :class:`CachingEstimator`)."""
-    count_message = getattr(estimator, "count_message", None)
-    if count_message is not None:
-        return int(count_message(message))
+    """Tokens of one message with any estimator (cached when it is an
+    :class:`IncrementalEstimator`)."""
+    if is_incremental(estimator):
+        return int(estimator.count_message(message))
     return estimator.count([message])

@@ -36,6 +36,7 @@ import attrs
 from .errors import MessageFormatError
 from .files import text_sha256
 from .layout import LARGE_USER_MESSAGES_DIR, MEDIA_DIR
+from .memo import CONTENT_KEY, FORM_KEY
 from .messages import Message, message_from_dict, message_to_dict
 from .retention import Retention
 from .summarize import Usage
@@ -106,8 +107,6 @@ class Anchor:
 #: summarized messages an anchor on content hashes remembers before its cutoff
 ANCHOR_WINDOW = 4
 
-_KEY_CACHE = "ars_message_key"
-
 
 def message_key(message: Message) -> str:
     """The identity of a state message: ``id:<id>`` when it has an id, else
@@ -122,16 +121,14 @@ def content_key(message: Message) -> str:
     tool-call id (metadata excluded): changes whenever the message is edited,
     even in place under the same id. Cached on the message, so each message
     is hashed once."""
-    cached = message._cache.get(_KEY_CACHE)
-    if cached is None:
-        body = message_to_dict(message)
-        body.pop("metadata", None)
-        text = json.dumps(body, ensure_ascii=False, sort_keys=True, default=repr)
-        cached = message._cache[_KEY_CACHE] = f"sha:{text_sha256(text)[:32]}"
-    return str(cached)
+    return CONTENT_KEY.of(message, _content_key)
 
 
-_FORM_KEY_CACHE = "ars_form_key"
+def _content_key(message: Message) -> str:
+    body = message_to_dict(message)
+    body.pop("metadata", None)
+    text = json.dumps(body, ensure_ascii=False, sort_keys=True, default=repr)
+    return f"sha:{text_sha256(text)[:32]}"
 
 
 def form_key(message: Message) -> str:
@@ -139,15 +136,16 @@ def form_key(message: Message) -> str:
     marks): a ToolMessage replaced under its id by one with the same text but
     another ``status`` is another message to send. Equal to the content key
     for a message without such metadata. Cached on the message."""
-    cached = message._cache.get(_FORM_KEY_CACHE)
-    if cached is None:
-        own = {k: v for k, v in message.metadata.items() if not str(k).startswith("ars_")}
-        cached = content_key(message)
-        if own:
-            text = json.dumps(own, ensure_ascii=False, sort_keys=True, default=repr)
-            cached = f"{cached}+{text_sha256(text)[:16]}"
-        message._cache[_FORM_KEY_CACHE] = cached
-    return str(cached)
+    return FORM_KEY.of(message, _form_key)
+
+
+def _form_key(message: Message) -> str:
+    own = {k: v for k, v in message.metadata.items() if not str(k).startswith("ars_")}
+    key = content_key(message)
+    if own:
+        text = json.dumps(own, ensure_ascii=False, sort_keys=True, default=repr)
+        key = f"{key}+{text_sha256(text)[:16]}"
+    return key
 
 
 def anchor_at(state: Sequence[Message], cutoff: int) -> Anchor:

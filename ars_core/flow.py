@@ -23,11 +23,10 @@ drives it synchronously or asynchronously.
 
 from __future__ import annotations
 
-import functools
 import logging
 import uuid
-from collections.abc import Callable, Generator, Hashable, Sequence
-from typing import Any, Protocol, cast
+from collections.abc import Callable, Generator, Sequence
+from typing import Any, Protocol
 
 import attrs
 
@@ -51,7 +50,13 @@ from .effects import (
     describe,
 )
 from .errors import SummarizerError
-from .estimate import Estimator, Tools, message_sizes, message_tokens
+from .estimate import (
+    Estimator,
+    Tools,
+    is_incremental,
+    message_sizes,
+    message_tokens,
+)
 from .events import (
     CompressionEvent,
     EventCheck,
@@ -77,6 +82,7 @@ from .l2 import (
     validate_summary,
 )
 from .layout import HISTORY_DIR
+from .memo import Memo, estimator_key
 from .messages import Message
 from .pairing import pair_tool_calls
 from .retention import (
@@ -95,8 +101,6 @@ __all__ = ["CallOutcome", "FlowSettings", "StateUpdate", "can_compact", "flow"]
 log = logging.getLogger("ars")
 
 Flow = Generator[Effect, Any, "CallOutcome"]
-#: user requests whose token counts are kept (the last few threads' tasks)
-_TASK_COUNTS = 512
 #: an archive path of the length the engine writes: sizes the summary message's frame
 _SAMPLE_PATH = f"{HISTORY_DIR}/history-{0:06d}-{0:06d}-{0:016x}.jsonl"
 
@@ -134,6 +138,7 @@ class FlowSettings(Protocol):
 
     config: SummaryConfig
     estimator: Estimator
+    memo: Memo
     arg_char_limit: int
     truncate_tools: tuple[str, ...]
     summary_input_tokens: int | None
@@ -289,8 +294,7 @@ def flow(
         # kept messages go out as the L2 request sent them (prompt caches hold those bytes)
         effective = apply_sent_forms(list(effective), event)
     extra = _count_extra(est, system, tools)
-    count_history = getattr(est, "count_history", None)
-    history_tokens = count_history(effective) if count_history else est.count(effective)
+    history_tokens = _history_tokens(settings.memo, est, effective)
     r = _Round(
         settings=settings,
         state=state,
@@ -307,6 +311,14 @@ def flow(
         requested=requested and can_compact(effective, event, cfg.summary_keep_messages),
     )
     return _run(r)
+
+
+def _history_tokens(memo: Memo, est: Estimator, effective: Sequence[Message]) -> int:
+    """Tokens of the effective messages: for an incremental estimator, the engine's
+    running total of this history, extended by what was appended since the last call."""
+    if is_incremental(est):
+        return memo.history_tokens(effective, est.cache_key, est.count_message)
+    return est.count(effective)
 
 
 def can_compact(effective: Sequence[Message], event: SummarizationEvent | None, keep: int) -> bool:
@@ -367,9 +379,8 @@ def _dropped_notice(r: _Round) -> Generator[Effect, Any, None]:
 
 
 def _count_extra(est: Estimator, system: Message | str | None, tools: Tools | None) -> int:
-    count_extra = getattr(est, "count_extra", None)
-    if count_extra is not None:
-        return int(count_extra(system=system, tools=tools))
+    if is_incremental(est):
+        return int(est.count_extra(system=system, tools=tools))
     return est.count([], system=system, tools=tools)
 
 
@@ -452,7 +463,7 @@ def _cutoff(r: _Round, l1: _L1View) -> _Cut | None:
         to_global_cutoff(preferred, r.event) if preferred is not None else len(r.state)
     )
     task = task_statement(r.state[:preferred_global])
-    task_tokens = _task_tokens(s.estimator, task)
+    task_tokens = _task_tokens(s.memo, s.estimator, task)
     # the summary's frame, sized with a cutoff of as many digits (the same text round after
     # round: counted once)
     frame = build_summary_message("", cutoff=_nines(len(r.state)), file_path=_SAMPLE_PATH)
@@ -485,22 +496,15 @@ def _nines(n: int) -> int:
     return int("9" * len(str(n)))
 
 
-def _task_tokens(estimator: Estimator, task: Sequence[str]) -> int:
+def _task_tokens(memo: Memo, estimator: Estimator, task: Sequence[str]) -> int:
     """The tokens of the task statement (its texts one per paragraph): each request
     is counted once per estimator (the task is the same round after round, can be
     long, and a new request adds only its own count); the sum of the parts bounds
     the count of the whole from above."""
     if not task:
         return 0
-    if not isinstance(estimator, Hashable):  # cannot be a cache key
-        return estimator.count_text("\n\n".join(task))
-    parts = sum(_counted_text(estimator, text) for text in task)
-    return parts + _counted_text(estimator, "\n\n") * (len(task) - 1)
-
-
-@functools.lru_cache(maxsize=_TASK_COUNTS)
-def _counted_text(estimator: Hashable, text: str) -> int:
-    return cast(Estimator, estimator).count_text(text)
+    parts = memo.text_tokens(task, estimator_key(estimator), estimator.count_text)
+    return parts + estimator.count_text("\n\n") * (len(task) - 1)
 
 
 def _l1_fallback(r: _Round, l1: _L1View, sent: ModelResult | None) -> Flow:

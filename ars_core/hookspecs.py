@@ -19,6 +19,7 @@ from typing import Any
 import pluggy
 
 from .events import CompressionEvent
+from .summarize import AsyncSummarizer, Summarizer
 
 __all__ = ["Register", "hookimpl", "hookspec"]
 
@@ -48,7 +49,7 @@ def register_summarizers(register: Register) -> None:
 
 
 @hookspec(firstresult=True)
-def resolve_summarizer(spec: str) -> Any:
+def resolve_summarizer(spec: str) -> Summarizer | AsyncSummarizer | None:
     """Build the summarizer a string no registered name matches stands for (the
     LangChain adapter resolves ``"provider:model"``), or return ``None`` when
     ``spec`` is not yours. The first plugin returning one wins; raise

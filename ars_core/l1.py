@@ -33,6 +33,7 @@ import attrs
 from .estimate import MESSAGE_OVERHEAD, Estimator, message_tokens
 from .files import decode_text, encode_text, sanitize_name, text_sha256
 from .layout import LARGE_TOOL_RESULTS_DIR, LARGE_USER_MESSAGES_DIR
+from .memo import L1_PLAN, L1_USER, estimator_key
 from .messages import (
     MARK_OFFLOADED,
     MARK_SUMMARY,
@@ -377,19 +378,15 @@ def plan_l1(
     Results are cached on each message, so a message seen by an earlier call
     costs a dictionary lookup.
     """
-    key = (
-        "l1",
-        tool_token_limit,
-        arg_char_limit,
-        tuple(sorted(truncate_tools)),
-        getattr(estimator, "name", "?"),
+    key = L1_PLAN.key(
+        tool_token_limit, arg_char_limit, tuple(sorted(truncate_tools)), estimator_key(estimator)
     )
     # each message's plan, read from its cache in one pass (planned when missing)
-    plans: list[_Planned | None] = [m._cache.get(key) for m in messages]
+    plans: list[_Planned | None] = L1_PLAN.get_many(messages, key)
     for i in [i for i, planned in enumerate(plans) if planned is None]:
         m = messages[i]
-        plans[i] = m._cache[key] = _plan_message(
-            m, estimator, tool_token_limit, arg_char_limit, truncate_tools
+        plans[i] = L1_PLAN.put(
+            m, _plan_message(m, estimator, tool_token_limit, arg_char_limit, truncate_tools), key
         )
     planned = cast(list[_Planned], plans)
     view = tuple(p[0] for p in planned)
@@ -451,17 +448,17 @@ def offload_oversized_user_messages(
     ``outputs/large_user_messages/user-<sha256>.txt``, a head-and-tail preview
     within ``preview_tokens`` in the view. The state keeps the original; the
     same text always maps to the same file."""
-    key = ("l1-user", threshold, preview_tokens, getattr(estimator, "name", "?"), media)
+    key = L1_USER.key(threshold, preview_tokens, estimator_key(estimator), media)
     found: list[tuple[int, Message, tuple[FileWrite, ...]]] = []
     for i, m in enumerate(plan.view):
         if m.role != "user" or i in plan.replaced:
             continue
-        cached = m._cache.get(key)
+        cached = L1_USER.get(m, key)
         if cached is None:
             cached = (m, ())
             if not m.metadata.get(MARK_SUMMARY) and message_tokens(estimator, m) > threshold:
                 cached = _offload_user_message(m, estimator, threshold, preview_tokens, media)
-            m._cache[key] = cached
+            L1_USER.put(m, cached, key)
         if cached[1]:
             found.append((i, *cached))
     return plan.replacing(found)

@@ -30,6 +30,7 @@ from ._media import media_type
 from .files import text_sha256
 from .l1 import FileWrite, L1Plan
 from .layout import MEDIA_DIR
+from .memo import L1_MEDIA
 from .messages import MARK_SUMMARY, ContentPart, Message
 
 __all__ = [
@@ -179,9 +180,10 @@ def offload_media(message: Message, char_limit: int) -> tuple[Message, dict[str,
 
 
 @functools.cache
+@functools.lru_cache(maxsize=64)
 def media_offloader(tool_token_limit: int) -> Callable[[Message], tuple[Message, dict[str, str]]]:
     """:func:`offload_media` at the limit of ``tool_token_limit`` (one function
-    per limit, so the results cached under it are found again)."""
+    per limit, kept: the results cached under it are found again)."""
     return functools.partial(offload_media, char_limit=media_char_limit(tool_token_limit))
 
 
@@ -190,17 +192,17 @@ def offload_inline_media(plan: L1Plan, *, tool_token_limit: int) -> L1Plan:
     the module doc): the messages up to the last assistant message of the
     view, summaries aside. Each message's result is cached on it."""
     char_limit = media_char_limit(tool_token_limit)
-    key = ("l1-media", char_limit)
+    key = L1_MEDIA.key(char_limit)
     view = plan.view
     answered = next((i for i in range(len(view) - 1, -1, -1) if view[i].role == "assistant"), -1)
     found: list[tuple[int, Message, tuple[FileWrite, ...]]] = []
     for i, m in enumerate(plan.view[:answered]):
         if isinstance(m.content, str) or m.metadata.get(MARK_SUMMARY):
             continue
-        cached = m._cache.get(key)
+        cached = L1_MEDIA.get(m, key)
         if cached is None:
             new, writes = offload_media(m, char_limit)
-            cached = m._cache[key] = (new, tuple(FileWrite(p, t) for p, t in writes.items()))
+            cached = L1_MEDIA.put(m, (new, tuple(FileWrite(p, t) for p, t in writes.items())), key)
         if cached[1]:
             found.append((i, *cached))
     return plan.replacing(found)

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, overload
@@ -29,7 +27,6 @@ __all__ = [
     "MARK_SUMMARY",
     "MARK_TRIMMED",
     "MARK_TRUNCATED_ARGS",
-    "CheckedHistories",
     "ContentPart",
     "Message",
     "Role",
@@ -438,51 +435,3 @@ def as_messages(messages: Sequence[Message | Mapping[str, Any]]) -> Sequence[Mes
                 index=i,
             )
     return out
-
-
-#: histories a :class:`CheckedHistories` remembers (one per first message)
-CHECKED_SLOTS = 64
-
-
-class CheckedHistories:
-    """:func:`as_messages` for the growing histories of one engine: only what was
-    appended since the last call is looked at.
-
-    Each history is remembered by its first message (one slot per first message,
-    the most recent :data:`CHECKED_SLOTS` kept) with the length found to hold
-    only :class:`Message` records and the last of them. A history that starts
-    with the same object, is at least that long and holds that same object at
-    that position is taken as its extension: only the messages after it are
-    checked, so a call costs the same at 500 messages and at 5,000. Like the
-    estimator's ``count_history``, this relies on histories growing at their
-    end; a history holding any dict is converted whole by :func:`as_messages`
-    (and not remembered). ``checked`` counts the messages looked at (a cost
-    counter tests read).
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._seen: OrderedDict[int, tuple[Message, int, Message]] = OrderedDict()
-        self.checked = 0
-
-    def __call__(self, messages: Sequence[Message | Mapping[str, Any]]) -> Sequence[Message]:
-        n = len(messages)
-        if not n:
-            return as_messages(messages)
-        first = messages[0]
-        with self._lock:
-            memo = self._seen.get(id(first))
-        start = 0
-        if memo is not None and memo[0] is first and n >= memo[1]:
-            if messages[memo[1] - 1] is memo[2]:
-                start = memo[1]
-        new = messages[start:] if start else messages
-        self.checked += len(new)
-        if not all(isinstance(m, Message) for m in new):
-            return as_messages(messages)
-        with self._lock:
-            self._seen[id(first)] = (first, n, messages[-1])  # type: ignore[assignment]
-            self._seen.move_to_end(id(first))
-            if len(self._seen) > CHECKED_SLOTS:
-                self._seen.popitem(last=False)
-        return messages  # type: ignore[return-value]  # every item checked, now or before

@@ -32,7 +32,10 @@ import pluggy
 
 from . import builtins, hookspecs
 from .errors import PluginError
+from .estimate import Estimator
 from .events import CompressionEvent
+from .files import FileBackend
+from .summarize import AsyncSummarizer, Summarizer
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -161,31 +164,40 @@ def available(kind: str, pm: pluggy.PluginManager | None = None) -> dict[str, Ca
     return found
 
 
-def _build(kind: str, name: str, options: dict[str, Any]) -> Any:
+def _build(kind: str, name: str, options: dict[str, Any], expected: Any, what: str) -> Any:
+    """The component registered as ``name``, checked to be ``expected`` (its protocol)."""
     factories = available(kind)
     if name not in factories:
         raise PluginError(kind, name, f"not registered (available: {', '.join(sorted(factories))})")
     try:
-        return factories[name](**options)
+        built = factories[name](**options)
     except PluginError:
         raise
     except Exception as exc:
         raise PluginError(kind, name, f"could not be built: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(built, expected):
+        raise PluginError(kind, name, f"its factory built a {type(built).__name__}, not {what}")
+    return built
 
 
-def get_estimator(name: str = "approx", **options: Any) -> Any:
+def get_estimator(name: str = "approx", **options: Any) -> Estimator:
     """Build the estimator registered as ``name``."""
-    return _build("estimator", name, options)
+    built: Estimator = _build("estimator", name, options, Estimator, "an Estimator")
+    return built
 
 
-def get_file_backend(name: str = "fsspec", **options: Any) -> Any:
+def get_file_backend(name: str = "fsspec", **options: Any) -> FileBackend:
     """Build the file backend registered as ``name``."""
-    return _build("file_backend", name, options)
+    built: FileBackend = _build("file_backend", name, options, FileBackend, "a FileBackend")
+    return built
 
 
-def get_summarizer(name: str = "extractive", **options: Any) -> Any:
+def get_summarizer(name: str = "extractive", **options: Any) -> Summarizer | AsyncSummarizer:
     """Build the summarizer registered as ``name``."""
-    return _build("summarizer", name, options)
+    built: Summarizer | AsyncSummarizer = _build(
+        "summarizer", name, options, Summarizer | AsyncSummarizer, "a Summarizer"
+    )
+    return built
 
 
 def emit_to_plugins(event: CompressionEvent) -> None:

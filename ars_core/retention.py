@@ -19,16 +19,16 @@ stored in the event as ``retention`` (see :meth:`Retention.to_dict`).
 
 from __future__ import annotations
 
-import functools
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from . import memo
+from .memo import COMMANDS, EDITED_FILES, ERROR_LINES, REQUEST_TEXT, SparseIndex
 from .messages import MARK_SUMMARY, Message, ToolCall
-from .prefix import SparseIndex
 
 __all__ = [
     "MARK_NOTE",
@@ -52,8 +52,6 @@ TASK_KEPT = 0.9
 #: words per shingle when measuring how much of a text a view holds
 SHINGLE_WORDS = 5
 
-#: task texts whose runs of words are kept indexed (the task of the last few threads)
-TASK_INDEXES = 64
 #: the latest commands and errors of the summarized part that are audited
 LATEST = 3
 #: the latest files created or edited that are audited
@@ -172,20 +170,17 @@ def _harness_inserted(meta: Mapping[str, Any]) -> bool:
 def task_statement(messages: Iterable[Message]) -> list[str]:
     """The task: the text of every user request, in order, each distinct text once."""
     if isinstance(messages, Sequence):  # a history: only its requests are looked at
-        return list(dict.fromkeys(_REQUESTS(messages)[1]))
+        return list(dict.fromkeys(_requests(messages)))
     return list(dict.fromkeys(text for text in map(_request_text, messages) if text))
 
 
 def _request_text(m: Message) -> str:
     """``m``'s text as a user request, "" when it is none (kept on the message)."""
-    text: str | None = m._cache.get(_REQUEST_KEY)
-    if text is None:
-        text = m._cache[_REQUEST_KEY] = m.text.strip() if is_user_request(m) else ""
-    return text
+    return REQUEST_TEXT.of(m, _find_request)
 
 
-#: ``Message._cache`` key of a message's text as a user request ("" when it is none)
-_REQUEST_KEY = "ars_request_text"
+def _find_request(m: Message) -> str:
+    return m.text.strip() if is_user_request(m) else ""
 
 
 def _arg_text(value: Any) -> str:
@@ -194,12 +189,6 @@ def _arg_text(value: Any) -> str:
 
 def _pathlike(candidate: str) -> bool:
     return bool(_PATHLIKE.match(candidate)) and not candidate.startswith("/dev/")
-
-
-#: ``Message._cache`` keys of what the audit reads of a message's tool calls
-_EDITED_KEY = "ars_edited_files"
-_COMMANDS_KEY = "ars_commands"
-_ERRORS_KEY = "ars_error_lines"
 
 
 def _ordered_by_last(items: Iterable[str]) -> list[str]:
@@ -218,7 +207,7 @@ def _latest(messages: Sequence[Message], reader: str, k: int) -> list[str]:
     that hold something are looked at (known from the rounds before, for a history
     that grew)."""
     found: dict[str, None] = {}
-    for items in reversed(_INDEXES[reader](messages)[1]):
+    for items in reversed(_index(reader)(messages)[1]):
         for item in reversed(items):
             if item not in found:
                 found[item] = None
@@ -230,10 +219,7 @@ def _latest(messages: Sequence[Message], reader: str, k: int) -> list[str]:
 def _edited_in(m: Message) -> tuple[str, ...]:
     """The paths ``m``'s tool calls write, in order (kept on the message: the audit of
     every later round that covers it reads them again)."""
-    cached: tuple[str, ...] | None = m._cache.get(_EDITED_KEY)
-    if cached is None:
-        cached = m._cache[_EDITED_KEY] = tuple(_find_edited(m)) if m.tool_calls else ()
-    return cached
+    return EDITED_FILES.of(m, lambda m: tuple(_find_edited(m)) if m.tool_calls else ())
 
 
 def _find_edited(m: Message) -> list[str]:
@@ -275,10 +261,7 @@ def _sequence(messages: Iterable[Message]) -> Sequence[Message]:
 def _errors_in(m: Message) -> tuple[str, ...]:
     """The error lines of tool result ``m`` (kept on the message: the audit and the
     summary input's note of every later round that covers it read them again)."""
-    cached: tuple[str, ...] | None = m._cache.get(_ERRORS_KEY)
-    if cached is None:
-        cached = m._cache[_ERRORS_KEY] = _find_errors(m.text) if m.role == "tool" else ()
-    return cached
+    return ERROR_LINES.of(m, lambda m: _find_errors(m.text) if m.role == "tool" else ())
 
 
 def _find_errors(text: str) -> tuple[str, ...]:
@@ -302,20 +285,24 @@ def command_text(call: ToolCall) -> str:
 
 def _commands_in(m: Message) -> tuple[str, ...]:
     """The commands ``m``'s tool calls run, clipped (kept on the message)."""
-    cached: tuple[str, ...] | None = m._cache.get(_COMMANDS_KEY)
-    if cached is None:
-        cached = m._cache[_COMMANDS_KEY] = tuple(_find_commands(m)) if m.tool_calls else ()
-    return cached
+    return COMMANDS.of(m, lambda m: tuple(_find_commands(m)) if m.tool_calls else ())
 
 
-#: where in a history the messages with edited files, error lines, commands and
-#: user requests are (kept as the history grows)
-_INDEXES: dict[str, SparseIndex[tuple[str, ...]]] = {
-    "edited": SparseIndex(lambda m: _edited_in(m), slots=16),
-    "errors": SparseIndex(lambda m: _errors_in(m), slots=16),
-    "commands": SparseIndex(lambda m: _commands_in(m), slots=16),
+#: what each reader finds in a message; where in a history the messages holding
+#: something are is kept by the engine's memo as the history grows
+_READERS: dict[str, Callable[[Message], tuple[str, ...]]] = {
+    "edited": lambda m: _edited_in(m),
+    "errors": lambda m: _errors_in(m),
+    "commands": lambda m: _commands_in(m),
 }
-_REQUESTS = SparseIndex(_request_text, slots=16)
+
+
+def _index(reader: str) -> SparseIndex[tuple[str, ...]]:
+    return memo.current().index(f"retention:{reader}", _READERS[reader])
+
+
+def _requests(messages: Sequence[Message]) -> list[str]:
+    return memo.current().index("retention:requests", _request_text)(messages)[1]
 
 
 def _find_commands(m: Message) -> list[str]:
@@ -366,7 +353,7 @@ def task_retention(task: str | Sequence[str], view: Sequence[Message] | str) -> 
     total = sum(index.words for index in indexes)
     if not total:
         return 1.0
-    common = every_run.intersection(_runs(text.split())) if every_run else frozenset()
+    common = frozenset(every_run.intersection(_runs(text.split()))) if every_run else frozenset()
     kept = 0
     for index in indexes:
         if index.whole is not None:
@@ -406,16 +393,10 @@ class _TaskIndex:
         return covered
 
 
-@functools.lru_cache(maxsize=TASK_INDEXES)
-def _task_index(task: str) -> _TaskIndex:
-    return _TaskIndex(task)
-
-
-@functools.lru_cache(maxsize=TASK_INDEXES)
-def _task_runs(texts: tuple[str, ...]) -> tuple[list[_TaskIndex], frozenset[str]]:
-    """The index of each task text, and every run of any of them."""
-    indexes = [_task_index(t) for t in texts]
-    return indexes, frozenset().union(*(index.distinct for index in indexes))
+def _task_runs(texts: tuple[str, ...]) -> tuple[list[_TaskIndex], set[str]]:
+    """The index of each task text, and every run of any of them: kept by the engine
+    as the task grows round after round (a new request is indexed once)."""
+    return memo.current().task_runs(texts, _TaskIndex)
 
 
 def _covered(hits: list[bool], k: int) -> int:

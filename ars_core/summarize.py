@@ -28,6 +28,7 @@ import anyio
 import anyio.to_thread
 import attrs
 
+from . import memo
 from .budget import (
     INPUT_REST_FLOOR,
     TASK_SHARE,
@@ -37,6 +38,7 @@ from .budget import (
     summary_input_budget,
     task_budget,
 )
+from .capabilities import BudgetedSummarizer, has
 from .conversation import (
     CONVERSATION_HEADER,
     Utterance,
@@ -47,8 +49,8 @@ from .conversation import (
 )
 from .errors import ConfigError
 from .estimate import ApproxEstimator, Estimator, message_sizes, message_tokens
+from .memo import KEPT_KIND, SHORTENED
 from .messages import ContentPart, Message
-from .prefix import SparseIndex
 from .prompt import media_reference, render_history, render_prompt
 from .retention import (
     MARK_NOTE,
@@ -241,7 +243,8 @@ def _kept_whole(messages: Sequence[Message]) -> tuple[set[int], list[int]]:
     fixed: set[int] = set()
     seen: set[str] = set()
     requests: list[int] = []
-    positions, kinds = _KINDS(messages)  # only the messages that are not "other"
+    # only the messages that are not "other" (kept by the engine as the history grows)
+    positions, kinds = memo.current().index("summarize:kinds", _cached_kind)(messages)
     for i, kind in zip(positions, kinds, strict=True):
         if kind == _FIXED:
             fixed.add(i)
@@ -255,8 +258,6 @@ def _kept_whole(messages: Sequence[Message]) -> tuple[set[int], list[int]]:
 
 _EMPTY_REQUEST = Message(role="user", content="")
 
-#: ``Message._cache`` key of what :func:`_kept_whole` makes of a message
-_KIND_KEY = "ars_kept_kind"
 _OTHER, _FIXED, _REQUEST = 0, 1, 2
 
 
@@ -269,14 +270,7 @@ def _kind(m: Message) -> int:
 
 def _cached_kind(m: Message) -> int:
     """:func:`_kind`, kept on the message."""
-    kind: int | None = m._cache.get(_KIND_KEY)
-    if kind is None:
-        kind = m._cache[_KIND_KEY] = _kind(m)
-    return kind
-
-
-#: where in a history the messages kept whole are (kept as the history grows)
-_KINDS = SparseIndex(_cached_kind, slots=16)
+    return KEPT_KIND.of(m, _kind)
 
 
 def _fit_requests(
@@ -329,11 +323,7 @@ def _anchored_note(before: Sequence[Message], omitted: int) -> Message:
 
 
 def _shortened(m: Message, max_chars: int) -> Message:
-    key = ("ars_shortened", max_chars)
-    cached = m._cache.get(key)
-    if cached is None:
-        cached = m._cache[key] = _shorten_message(m, max_chars)
-    return cached
+    return SHORTENED.of(m, lambda m: _shorten_message(m, max_chars), SHORTENED.key(max_chars))
 
 
 class CallableSummarizer:
@@ -412,9 +402,9 @@ def bound_summarizer(summarizer: Any, summary_tokens: int, task_tokens: int | No
     :func:`task_budget`), is passed as ``with_budget(tokens, task_tokens=...)``
     to a ``with_budget`` that takes it (:class:`ExtractiveSummarizer`'s does);
     one that does not is bounded by ``summary_tokens`` alone."""
-    with_budget = getattr(summarizer, "with_budget", None)
-    if not callable(with_budget):
+    if not has(summarizer, BudgetedSummarizer):
         return summarizer
+    with_budget = summarizer.with_budget
     if task_tokens is not None and _takes_task_tokens(with_budget):
         return with_budget(summary_tokens, task_tokens=task_tokens)
     return with_budget(summary_tokens)

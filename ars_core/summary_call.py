@@ -51,6 +51,7 @@ import anyio
 import anyio.to_thread
 import attrs
 
+from .capabilities import InlineSummarizer, has
 from .errors import SummarizerError, is_context_overflow, is_transient_error
 from .estimate import Estimator, message_tokens
 from .l2 import describe_error
@@ -337,7 +338,7 @@ def call_sync(summarizer: Any, call: SummaryCall) -> Outcome:
         wrong = TypeError(f"{name} only summarizes asynchronously (use acall/acompact)")
         return summary_failure(wrong)
     clock = _Clock(call.policy)
-    inline = getattr(summarizer, "runs_inline", False) is True
+    inline = has(summarizer, InlineSummarizer) and summarizer.runs_inline is True
     steps = summary_attempts(call.input_for(summarizer), call.policy, call.halver)
     step = _next(steps, None)
     while isinstance(step, Attempt | Pause):

@@ -40,6 +40,9 @@ L. ``chat``: long multi-session chats (``--chat-data``, LoCoMo's format; not shi
 M. ``cold``: every call on fresh message objects (a deserialized checkpoint): a call
    below T at 1,000 and 10,000 messages (new thread, and first call of a process),
    the first L2 round on an unseen history, one call over 20,000 messages / ~150 MB.
+N. ``soak``: one conversation grown over 2,000 calls (core and middleware, each in a
+   fresh process): RSS growth against the history's text (<= 2x), the median call of
+   the last tenth against the first (<= 1.2x), the slowest late L2 round (<= 50 ms).
 
 The peers are used through their public constructors; nothing of theirs is
 copied.
@@ -80,6 +83,7 @@ from benchmarks import (  # noqa: E402
     loop_stall,
     overhead,
     retention,
+    soak,
     tokens,
 )
 from benchmarks.common import DEFAULT_RUNS_DIR, Context  # noqa: E402
@@ -99,6 +103,7 @@ SECTIONS: tuple[ModuleType, ...] = (
     llamaindex_flat,
     chat,
     cold,
+    soak,
 )
 
 
@@ -171,6 +176,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--quick",
         action="store_true",
         help="a smoke run: sizes 50,100, 5 calls, 2 runs, threshold 4K",
+    )
+    p.add_argument(
+        "--soak-calls", type=int, default=None, help="calls of the soak (N; default 2,000)"
     )
     p.add_argument("--out", type=Path, default=None, help="also write the markdown report here")
     p.add_argument(

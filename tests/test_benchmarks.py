@@ -156,11 +156,12 @@ def test_report_has_every_section(smoke: tuple[str, dict[str, object], str]) -> 
         "## K. LlamaIndex memory per-call overhead",
         "## L. Multi-session chat",
         "## M. Cold",
+        "## N. Soak",
     ):
         assert heading in report
     # A, L2, B, B defaults, C errors, C speed, D, E, F, G, H kinds, H fit, I stall, I memory,
-    # J formats, J images, K, L, M calls, M first round
-    assert len(parse_tables(report)) == 20
+    # J formats, J images, K, L, M calls, M first round, N
+    assert len(parse_tables(report)) == 21
     assert set(raw) == {
         "per_call_ms",
         "l2_ms",
@@ -178,6 +179,7 @@ def test_report_has_every_section(smoke: tuple[str, dict[str, object], str]) -> 
         "llamaindex_per_call_ms",
         "chat",
         "cold",
+        "soak",
     }
 
 
@@ -639,3 +641,17 @@ def test_cold_section(smoke: tuple[str, dict[str, object], str]) -> None:
     assert big["messages"] == 500 and big["level"] == "L2" and big["files"] > 1
     assert big["text"] > 1_000_000 and big["added"] >= 0
     assert len(target_lines(section_text(report, "## M. Cold"))) == 4
+
+
+def test_soak_section(smoke: tuple[str, dict[str, object], str]) -> None:
+    """N in quick mode: core and middleware each grew one conversation over 200 calls in
+    a fresh process, ran L2 rounds, and are measured against the three targets."""
+    report, raw, _ = smoke
+    (rows,) = section_tables(report, "## N. Soak")
+    assert [row["contender"].split(" (")[0] for row in rows] == ["ARS core", "ARS middleware"]
+    soak = raw["soak"]
+    assert isinstance(soak, dict) and soak["calls"] == 200
+    for result in soak["results"].values():
+        assert result["messages"] == 800 and result["rounds"] > 0
+        assert result["chars"] > 400_000 and result["rss_end"] > 0
+    assert len(target_lines(section_text(report, "## N. Soak"))) == 6

@@ -1,0 +1,86 @@
+"""What an optional capability of a plugin is, declared once.
+
+ARS's components are protocols: an estimator, a file backend and a summarizer
+need only a few members (``ars_core.estimate.Estimator``,
+``ars_core.files.FileBackend``, ``ars_core.summarize.Summarizer``). Anything more
+they offer is one of the capabilities below (or in :mod:`ars_core.estimate`:
+``IncrementalEstimator``, ``CalibratedEstimator``), and the engine checks for it
+with :func:`has` (an ``isinstance`` check against the protocol, remembered per
+class), never by probing attribute names. A plugin author implements the
+protocol's members; mypy checks them.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "AsyncBackend",
+    "AsyncBytesBackend",
+    "BudgetedSummarizer",
+    "BytesBackend",
+    "InlineSummarizer",
+    "has",
+]
+
+
+@runtime_checkable
+class BytesBackend(Protocol):
+    """A file backend that takes a file's bytes as ARS encoded them (the engine then
+    writes bytes, with no second encoding)."""
+
+    def write_bytes(self, path: str, data: bytes) -> Any: ...
+
+
+@runtime_checkable
+class AsyncBackend(Protocol):
+    """A file backend with a native async write (the async engine awaits it instead
+    of running the sync write in a worker thread)."""
+
+    async def awrite_text(self, path: str, text: str) -> Any: ...
+
+
+@runtime_checkable
+class AsyncBytesBackend(Protocol):
+    """:class:`AsyncBackend` for bytes."""
+
+    async def awrite_bytes(self, path: str, data: bytes) -> Any: ...
+
+
+@runtime_checkable
+class BudgetedSummarizer(Protocol):
+    """A summarizer that can be bounded: ``with_budget(tokens)`` returns one whose
+    summary takes at most ``tokens`` (a ``task_tokens`` keyword, when accepted, is the
+    task statement's own room in it)."""
+
+    def with_budget(self, tokens: int, *args: Any, **kwargs: Any) -> Any: ...
+
+
+@runtime_checkable
+class InlineSummarizer(Protocol):
+    """A summarizer cheap enough to run inline (no model call, e.g. the extractive
+    one): the sync engine calls it on the calling thread, without a deadline thread.
+    ``runs_inline`` must be ``True``."""
+
+    runs_inline: bool
+
+
+_known: dict[tuple[type, type], bool] = {}
+_lock = threading.Lock()
+
+
+def has(obj: object, capability: Any) -> bool:
+    """Whether ``obj`` offers ``capability`` (one of the protocols above or an
+    estimator capability), worked out once per class: a capability is declared by
+    the class (its methods, properties and class attributes; an instance may
+    override a value, as a calibrated estimator's ``scale``)."""
+    key = (type(obj), capability)
+    found = _known.get(key)
+    if found is None:
+        found = isinstance(obj, capability)
+        with _lock:
+            if len(_known) > 4096:
+                _known.clear()
+            _known[key] = found
+    return found

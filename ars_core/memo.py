@@ -1,0 +1,573 @@
+"""Everything ARS remembers between calls, and the one rule that keeps it true.
+
+Per-call work tracks what changed because two kinds of things are remembered:
+
+* **What a message is** (its token count, its L1 plan, its archive line...), kept
+  on the message itself, in its private ``Message._cache``. A message is frozen
+  and an edited message is a new object, so such a value can never go stale.
+  Every value kept there belongs to one :class:`Family` of :data:`FAMILIES` (the
+  table below, also in ``docs/architecture.md``); no module reads or writes
+  ``_cache`` but through one.
+* **Where things are in a history** (running token totals, which messages were
+  checked to be records, the positions of user requests...), kept by the engine
+  that saw the history: a :class:`Memo` owned by each
+  :class:`~ars_core.Compressor` (freed with it; no module keeps a history alive).
+  Each such memo is a :class:`PrefixMemo` and follows one rule,
+  :func:`unchanged_prefix`: the next history *extends* a remembered one when the
+  remembered messages are, position for position, its first messages (the same
+  objects, or equal ones). Only then is the remembered work reused and the
+  appended messages alone read. Anything else (a message replaced by id, a dict
+  in place of a message, a removal, an edit the adapters report as a new object)
+  makes it a new history, read whole (cheaply: the per-message values above are
+  still there). The check is one list comparison at C speed, a few microseconds
+  at thousands of messages.
+
+Code that runs inside an engine's call finds that engine's memo with
+:func:`current` (a context variable the engine sets for the call); called on its
+own, outside any engine, it gets the process's small memo for such calls.
+
+=====================  ===============  ===============================================
+family                 written by       value (per message)
+=====================  ===============  ===============================================
+``tokens``             estimate         an estimator's token count (per estimator)
+``l1``                 l1               the message's L1 plan (per limits and estimator)
+``l1-user``            l1               a user message's offload above T (per T, estimator)
+``l1-media``           l1_media         the message with inline media offloaded (per size)
+``kept-kind``          summarize        summary/system, user request or other
+``shortened``          summarize        a request shortened to a length (per length)
+``request-text``       retention        the text as a user request ("" when none)
+``edited-files``       retention        paths its tool calls write
+``commands``           retention        commands its tool calls run
+``error-lines``        retention        error lines of a tool result
+``content-key``        events           ``sha:`` of its content (matching kept messages)
+``form-key``           events           its content key plus its own metadata (sent forms)
+``archive-line``       archive          its archive line (compressed when long), its digest
+=====================  ===============  ===============================================
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import itertools
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+
+from .messages import Message, as_messages
+
+__all__ = [
+    "FAMILIES",
+    "Family",
+    "Memo",
+    "PrefixMemo",
+    "current",
+    "estimator_key",
+    "unchanged_prefix",
+]
+
+T = TypeVar("T")
+S = TypeVar("S")
+
+
+# ---------------------------------------------------------------- what a message is
+
+
+class Family(Generic[T]):
+    """One kind of value kept on messages: ``name`` (the key, with any parameters
+    the value depends on), the module that writes it and what it holds."""
+
+    __slots__ = ("holds", "name", "owner")
+
+    def __init__(self, name: str, owner: str, holds: str) -> None:
+        self.name = name
+        self.owner = owner
+        self.holds = holds
+
+    def key(self, *params: Hashable) -> Hashable:
+        """The key of this family's value for ``params`` (what the value depends on
+        besides the message)."""
+        return (self.name, *params) if params else self.name
+
+    def get(self, message: Message, key: Hashable | None = None) -> T | None:
+        """The value kept on ``message`` (under ``key``, default the bare family)."""
+        value: T | None = message._cache.get(self.name if key is None else key)
+        return value
+
+    def put(self, message: Message, value: T, key: Hashable | None = None) -> T:
+        message._cache[self.name if key is None else key] = value
+        return value
+
+    def of(self, message: Message, compute: Callable[[Message], T], key: Hashable = None) -> T:
+        """The value kept on ``message``, computed (and kept) when missing."""
+        cache = message._cache
+        k = self.name if key is None else key
+        value: T | None = cache.get(k)
+        if value is None:
+            value = cache[k] = compute(message)
+        return value
+
+    def get_many(self, messages: Sequence[Message], key: Hashable) -> list[T | None]:
+        """The values kept on each of ``messages`` (``None`` where missing), in one pass."""
+        return [m._cache.get(key) for m in messages]
+
+    def holds_value(self, message: Message, key: Hashable | None = None) -> bool:
+        return (self.name if key is None else key) in message._cache
+
+    def __repr__(self) -> str:
+        return f"Family({self.name!r}, {self.owner})"
+
+
+TOKENS: Family[int] = Family("tokens", "estimate", "an estimator's token count (per estimator)")
+L1_PLAN: Family[Any] = Family("l1", "l1", "the message's L1 plan (per limits and estimator)")
+L1_USER: Family[Any] = Family("l1-user", "l1", "a user message's offload above T")
+L1_MEDIA: Family[Any] = Family("l1-media", "l1_media", "the message with inline media offloaded")
+KEPT_KIND: Family[int] = Family("kept-kind", "summarize", "summary/system, user request or other")
+SHORTENED: Family[Message] = Family("shortened", "summarize", "a request shortened to a length")
+REQUEST_TEXT: Family[str] = Family("request-text", "retention", "its text as a user request")
+EDITED_FILES: Family[tuple[str, ...]] = Family(
+    "edited-files", "retention", "paths its tool calls write"
+)
+COMMANDS: Family[tuple[str, ...]] = Family("commands", "retention", "commands its tool calls run")
+ERROR_LINES: Family[tuple[str, ...]] = Family(
+    "error-lines", "retention", "error lines of a tool result"
+)
+CONTENT_KEY: Family[str] = Family("content-key", "events", "sha: of its content")
+FORM_KEY: Family[str] = Family("form-key", "events", "content key plus its own metadata")
+ARCHIVE_LINE: Family[tuple[bytes, bytes]] = Family(
+    "archive-line", "archive", "its archive line (compressed when long) and its digest"
+)
+
+#: every kind of value kept on a message, in one table
+FAMILIES: tuple[Family[Any], ...] = (
+    TOKENS,
+    L1_PLAN,
+    L1_USER,
+    L1_MEDIA,
+    KEPT_KIND,
+    SHORTENED,
+    REQUEST_TEXT,
+    EDITED_FILES,
+    COMMANDS,
+    ERROR_LINES,
+    CONTENT_KEY,
+    FORM_KEY,
+    ARCHIVE_LINE,
+)
+
+
+@runtime_checkable
+class KeyedEstimator(Protocol):
+    """An estimator that names the key its counts are kept under (``("tokens", ...)``)."""
+
+    @property
+    def cache_key(self) -> Hashable: ...
+
+
+_instance_keys: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+_next_key = itertools.count(1)
+_keys_lock = threading.Lock()
+
+
+def instance_key() -> int:
+    """A number no other object of this process is given (keys never reused)."""
+    with _keys_lock:
+        return next(_next_key)
+
+
+def estimator_key(estimator: object) -> Hashable:
+    """The identity values derived from ``estimator``'s counts are kept under: its
+    ``cache_key`` when it declares one, else a number given to this estimator object
+    alone (two estimators never share values because they share a name)."""
+    if isinstance(estimator, KeyedEstimator):
+        return estimator.cache_key
+    with _keys_lock:
+        try:
+            key = _instance_keys.get(estimator)
+            if key is None:
+                key = _instance_keys[estimator] = next(_next_key)
+        except TypeError:  # neither weakly referable nor hashable: its id, for this call
+            return ("id", id(estimator))
+    return ("estimator", key)
+
+
+# ---------------------------------------------------------------- where things are
+
+
+def unchanged_prefix(known: Sequence[object], messages: Sequence[object]) -> bool:
+    """The rule every history memo follows: whether the remembered ``known`` and
+    ``messages`` hold the same messages (the same objects, or equal ones) over their
+    common length, i.e. ``messages`` is ``known`` plus appended messages (or a
+    prefix of it). One list comparison, at C speed (identity is checked first)."""
+    n = min(len(known), len(messages))
+    if not n:
+        return False
+    head = messages[:n] if len(messages) > n or not isinstance(messages, list) else messages
+    if not isinstance(head, list):
+        head = list(head)
+    mine = known if len(known) == n else known[:n]
+    return mine == head
+
+
+class Tracked(Generic[S]):
+    """One remembered history: its messages (a list of ARS's own) and what a memo
+    derived from them (``state``)."""
+
+    __slots__ = ("messages", "state")
+
+    def __init__(self, state: S) -> None:
+        self.messages: list[Any] = []
+        self.state = state
+
+
+class PrefixMemo(Generic[S]):
+    """The last histories seen (by first message; ``per_first`` of them each, for a
+    history and its views) and their state, kept under :func:`unchanged_prefix`.
+
+    :meth:`track` returns the remembered history ``messages`` extends or is a prefix
+    of, with how many of its messages were known (``n_known``: 0 for a new one, read
+    whole); the caller brings the state up to date and calls :meth:`extend`."""
+
+    def __init__(self, new_state: Callable[[], S], *, slots: int = 16, per_first: int = 4) -> None:
+        self._new_state = new_state
+        self._slots = slots
+        self._per_first = per_first
+        self._seen: OrderedDict[int, list[Tracked[S]]] = OrderedDict()
+        self.lock = threading.RLock()
+
+    def track(self, messages: Sequence[Any]) -> tuple[Tracked[S], int]:
+        """``(history, n_known)``; call under :attr:`lock`."""
+        key = id(messages[0])
+        candidates = self._seen.get(key)
+        if candidates is None:
+            candidates = self._seen[key] = []
+        self._seen.move_to_end(key)
+        for i, seen in enumerate(candidates):
+            if unchanged_prefix(seen.messages, messages):
+                if i:
+                    candidates.insert(0, candidates.pop(i))
+                return seen, min(len(seen.messages), len(messages))
+        seen = Tracked(self._new_state())
+        candidates.insert(0, seen)
+        del candidates[self._per_first :]
+        while len(self._seen) > self._slots:
+            self._seen.popitem(last=False)
+        return seen, 0
+
+    @staticmethod
+    def extend(seen: Tracked[S], messages: Sequence[Any], n_known: int) -> None:
+        """Record ``messages[n_known:]`` as appended to ``seen``."""
+        if len(messages) > len(seen.messages):
+            seen.messages.extend(messages[len(seen.messages) :])
+
+    def clear(self) -> None:
+        with self.lock:
+            self._seen.clear()
+
+
+class RunningTotals:
+    """Running sums of a per-message size over a history (``totals[i]`` is the sum
+    of the first ``i`` sizes)."""
+
+    __slots__ = ("totals",)
+
+    def __init__(self) -> None:
+        self.totals = [0]
+
+
+class HistoryTotals:
+    """Token totals of growing histories, for one per-message counter: a history
+    that extends the last one counts only its appended messages."""
+
+    def __init__(self, *, slots: int = 16) -> None:
+        self._memo: PrefixMemo[RunningTotals] = PrefixMemo(RunningTotals, slots=slots)
+
+    def total(self, messages: Sequence[Message], count: Callable[[Message], int]) -> int:
+        if not messages:
+            return 0
+        memo = self._memo
+        with memo.lock:
+            seen, known = memo.track(messages)
+            totals = seen.state.totals
+            if not known:
+                seen.messages.clear()
+                del totals[1:]
+            n = len(messages)
+            if n > len(seen.messages):
+                running = totals[-1]
+                for m in messages[len(seen.messages) :]:
+                    running += count(m)
+                    totals.append(running)
+                memo.extend(seen, messages, known)
+            return totals[n]
+
+    def clear(self) -> None:
+        self._memo.clear()
+
+
+class _History:
+    """One conversation an engine saw: its messages (all records) and their running
+    token totals per estimator key."""
+
+    __slots__ = ("totals",)
+
+    def __init__(self) -> None:
+        self.totals: dict[Hashable, list[int]] = {}
+
+
+class CheckedHistories:
+    """The histories of one engine, found to hold only :class:`Message` records, with
+    their running token totals: a history that extends one seen before has only its
+    appended messages looked at (and counted). A history holding anything else is
+    converted whole by :func:`~ars_core.messages.as_messages` (and not remembered).
+    ``checked`` counts the messages looked at (a cost counter tests read)."""
+
+    def __init__(self, *, slots: int = 64) -> None:
+        self._memo: PrefixMemo[_History] = PrefixMemo(_History, slots=slots, per_first=2)
+        self.checked = 0
+
+    def __call__(self, messages: Sequence[Any]) -> Sequence[Message]:
+        """``messages`` as records: handed back as they are when they hold only
+        records, else read with :func:`~ars_core.messages.as_messages`."""
+        if not messages:
+            return as_messages(messages)
+        memo = self._memo
+        with memo.lock:
+            seen, known = memo.track(messages)
+            if not known:
+                seen.messages.clear()
+                seen.state.totals.clear()
+            start = len(seen.messages)
+            self.checked += max(0, len(messages) - start)
+            if start < len(messages):
+                for m in messages[start:]:
+                    if not isinstance(m, Message):
+                        seen.messages.clear()  # nothing of it is remembered
+                        seen.state.totals.clear()
+                        return as_messages(messages)
+                seen.messages.extend(messages[start:])
+        scope = _CURRENT.get()
+        if scope is not None:  # the counts of this call's history start from this record
+            scope.history = (messages, len(messages), seen)
+        return messages
+
+    def records(self, messages: Sequence[Any]) -> bool:
+        """Whether every item of ``messages`` is a :class:`Message`."""
+        return self(messages) is messages
+
+    def clear(self) -> None:
+        self._memo.clear()
+
+
+def _extend_totals(
+    totals: list[int], messages: Sequence[Message], count: Callable[[Message], int]
+) -> int:
+    """``totals`` brought up to ``len(messages)``; the total of ``messages``."""
+    n = len(messages)
+    if n >= len(totals):
+        running = totals[-1]
+        for m in messages[len(totals) - 1 :]:
+            running += count(m)
+            totals.append(running)
+    return totals[n]
+
+
+class SparseIndex(Generic[T]):
+    """The positions of the messages whose ``value_of`` is truthy, and those values,
+    kept as a history grows: a history that extends one seen before reads only its
+    appended messages; a prefix of one reads nothing; any other history is read whole.
+
+    ``value_of`` must depend on the message alone (messages are immutable)."""
+
+    def __init__(self, value_of: Callable[[Message], T], *, slots: int = 8) -> None:
+        self._value_of = value_of
+        self._memo: PrefixMemo[_Positions[T]] = PrefixMemo(_Positions, slots=slots)
+
+    def __call__(self, messages: Sequence[Message]) -> tuple[list[int], list[T]]:
+        """``(positions, values)`` in ``messages``, positions ascending."""
+        if not messages:
+            return [], []
+        memo = self._memo
+        with memo.lock:
+            seen, known = memo.track(messages)
+            found = seen.state
+            if not known:
+                seen.messages.clear()
+                found.positions.clear()
+                found.values.clear()
+            n, have = len(messages), len(seen.messages)
+            if n <= have:
+                end = _bisect(found.positions, n)
+                return found.positions[:end], found.values[:end]
+            value_of = self._value_of
+            for i in range(have, n):
+                value = value_of(messages[i])
+                if value:
+                    found.positions.append(i)
+                    found.values.append(value)
+            memo.extend(seen, messages, known)
+            return list(found.positions), list(found.values)
+
+
+class _Positions(Generic[T]):
+    __slots__ = ("positions", "values")
+
+    def __init__(self) -> None:
+        self.positions: list[int] = []
+        self.values: list[T] = []
+
+
+def _bisect(positions: list[int], n: int) -> int:
+    from bisect import bisect_left
+
+    return bisect_left(positions, n)
+
+
+# ---------------------------------------------------------------- one engine's memo
+
+
+class Memo:
+    """What one engine remembers about the histories it saw (see the module doc).
+
+    Owned by a :class:`~ars_core.Compressor`; nothing here outlives it."""
+
+    def __init__(self, *, slots: int = 16) -> None:
+        self._slots = slots
+        #: histories found to hold only records
+        self.checked = CheckedHistories()
+        self._totals: dict[Hashable, HistoryTotals] = {}
+        self._indexes: dict[str, SparseIndex[Any]] = {}
+        self._lock = threading.Lock()
+        # task statements (lists of request texts, grown round after round like the
+        # history): their token totals per estimator, and their word runs
+        self._text_totals: dict[Hashable, HistoryTotals] = {}
+        self._runs: PrefixMemo[_Runs] = PrefixMemo(_Runs, slots=slots)
+
+    def history_tokens(
+        self, messages: Sequence[Message], key: Hashable, count: Callable[[Message], int]
+    ) -> int:
+        """Tokens of ``messages`` for the estimator of ``key`` (:func:`estimator_key`)
+        counting each message with ``count``: the running total of the history this
+        call checked when ``messages`` is it (no second comparison), else of the
+        remembered history it extends; only appended messages are counted."""
+        if not messages:
+            return 0
+        scope = _CURRENT.get()
+        tracked = scope.history if scope is not None and scope.memo is self else None
+        if tracked is not None and tracked[0] is messages and tracked[1] == len(messages):
+            with self.checked._memo.lock:
+                totals = tracked[2].state.totals.setdefault(key, [0])
+                return _extend_totals(totals, messages, count)
+        with self._lock:
+            found = self._totals.get(key)
+            if found is None:
+                found = self._totals[key] = HistoryTotals()
+        return found.total(messages, count)
+
+    def text_tokens(self, texts: Sequence[str], key: Hashable, count: Callable[[str], int]) -> int:
+        """The sum of ``count`` over ``texts`` (a task statement: the texts of the last
+        one plus new ones), for the estimator of ``key``: only new texts are counted."""
+        with self._lock:
+            found = self._text_totals.get(key)
+            if found is None:
+                found = self._text_totals[key] = HistoryTotals(slots=self._slots)
+        return found.total(texts, count)  # type: ignore[arg-type]
+
+    def task_runs(
+        self, texts: Sequence[str], make: Callable[[str], Any]
+    ) -> tuple[list[Any], set[str]]:
+        """``make(text)`` of each of ``texts`` (retention's index of a task text) and
+        the union of their ``distinct`` runs, extended with new texts only. The union
+        may hold runs of texts a longer task held (harmless to a lookup); it is the
+        memo's own set: read it, do not change it."""
+        if not texts:
+            return [], set()
+        memo = self._runs
+        with memo.lock:
+            seen, known = memo.track(texts)
+            runs = seen.state
+            if not known:
+                seen.messages.clear()
+                runs.indexes.clear()
+                runs.union = set()
+            for text in texts[len(runs.indexes) :]:
+                index = make(text)
+                runs.indexes.append(index)
+                runs.union.update(index.distinct)
+            memo.extend(seen, texts, known)
+            return runs.indexes[: len(texts)], runs.union
+
+    def index(self, name: str, value_of: Callable[[Message], T]) -> SparseIndex[T]:
+        """The :class:`SparseIndex` of ``name`` (one per kind of fact read)."""
+        with self._lock:
+            found = self._indexes.get(name)
+            if found is None:
+                found = self._indexes[name] = SparseIndex(value_of, slots=self._slots)
+            return found
+
+    def forget(self) -> None:
+        """Drop every remembered history (the per-message values stay)."""
+        with self._lock:
+            totals = [*self._totals.values(), *self._text_totals.values()]
+            indexes = list(self._indexes.values())
+        for t in totals:
+            t.clear()
+        self._runs.clear()
+        for index in indexes:
+            index._memo.clear()
+        self.checked.clear()
+
+
+class _Runs:
+    __slots__ = ("indexes", "union")
+
+    def __init__(self) -> None:
+        self.indexes: list[Any] = []
+        self.union: set[str] = set()
+
+
+class _Scope:
+    """One engine call: its memo, and the history it checked (``(messages, length,
+    record)``, so that counting it needs no second comparison)."""
+
+    __slots__ = ("history", "memo")
+
+    def __init__(self, memo: Memo) -> None:
+        self.memo = memo
+        self.history: tuple[Sequence[Any], int, Tracked[_History]] | None = None
+
+
+_CURRENT: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("ars_memo", default=None)
+
+
+#: histories remembered by the memo of calls made outside any engine
+OUTSIDE_SLOTS = 4
+_outside: Memo | None = None
+
+
+def current() -> Memo:
+    """The memo of the engine whose call is running. Outside any engine's call (a
+    direct call of ``audit_retention``, say) one memo of :data:`OUTSIDE_SLOTS`
+    histories serves the process: engines never use it, so no engine's history is
+    kept alive by it."""
+    scope = _CURRENT.get()
+    if scope is not None:
+        return scope.memo
+    global _outside
+    if _outside is None:
+        with _keys_lock:
+            if _outside is None:
+                _outside = Memo(slots=OUTSIDE_SLOTS)
+    return _outside
+
+
+@contextlib.contextmanager
+def active(memo: Memo) -> Iterator[Memo]:
+    """Make ``memo`` the :func:`current` one for the code run inside."""
+    token = _CURRENT.set(_Scope(memo))
+    try:
+        yield memo
+    finally:
+        _CURRENT.reset(token)

@@ -1,0 +1,344 @@
+"""N. Soak: one conversation grown call after call, memory and time per call.
+
+Each call adds a user turn, a tool call, its result (300 or 3,000 characters, in
+turn) and an answer; T = 8K, keep 10, files on the local disk, an instant
+summarizer, and every L2 round persisted as an adapter does (the event into the
+next call's state, trimmed messages replaced). ARS core (``Compressor.call``) and
+the LangChain middleware (``wrap_model_call``), each in a fresh process.
+
+Targets: RSS growth at most 2x the history's text; the median call of the last
+tenth at most 1.2x the median of the first tenth; the slowest L2 round in the last
+tenth (about 8,000 messages at 2,000 calls) at most 50 ms.
+
+Run alone: ``python benchmarks/run.py --sections N [--soak-calls 2000]``, or one
+contender: ``python -m benchmarks.soak core 2000``.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .common import REPO, Context, InstantSummarizer, fmt_ms, table
+
+KEY = "N"
+NEEDS: tuple[str, ...] = ()
+
+#: calls of a full soak (4 messages each)
+CALLS = 2_000
+#: the entry threshold (K tokens) and the messages kept
+THRESHOLD_K = 8
+KEEP = 10
+#: tool-result sizes, in turn (characters)
+RESULT_CHARS = (300, 3_000)
+#: targets
+RSS_PER_TEXT = 2.0
+LAST_OVER_FIRST = 1.2
+SLOWEST_ROUND_MS = 50.0
+
+_WORDS = (
+    "build test module error value config path result index token cache thread agent "
+    "request summary window history message file write read server client handler "
+    "event round budget layout stream offset line column parse check report change"
+).split()
+
+
+def _rss_bytes() -> int:
+    """The process's resident set now (Linux ``/proc``), 0 where unknown."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _text(rng: random.Random, chars: int, tag: str) -> str:
+    out: list[str] = [tag]
+    size = len(tag)
+    while size < chars:
+        word = rng.choice(_WORDS) + str(rng.randrange(1000))
+        out.append(word)
+        size += len(word) + 1
+    return " ".join(out)[:chars]
+
+
+def _turn(rng: random.Random, i: int) -> list[dict[str, Any]]:
+    """One call's new messages, as OpenAI-format dicts (converted per contender)."""
+    call_id = f"call_{i}"
+    result = RESULT_CHARS[i % len(RESULT_CHARS)]
+    return [
+        {"role": "user", "id": f"u{i}", "content": _text(rng, 200, f"request {i}:")},
+        {
+            "role": "assistant",
+            "id": f"a{i}",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {
+                        "name": "bash",
+                        "arguments": json.dumps({"command": f"make target{i} && ./run {i}"}),
+                    },
+                }
+            ],
+        },
+        {
+            "role": "tool",
+            "id": f"t{i}",
+            "tool_call_id": call_id,
+            "name": "bash",
+            "content": _text(rng, result, f"output {i}:"),
+        },
+        {"role": "assistant", "id": f"r{i}", "content": _text(rng, 400, f"answer {i}:")},
+    ]
+
+
+def _chars(messages: list[dict[str, Any]]) -> int:
+    total = 0
+    for m in messages:
+        total += len(m.get("content") or "")
+        for c in m.get("tool_calls") or ():
+            total += len(c["function"]["arguments"])
+    return total
+
+
+class _Core:
+    def __init__(self, root: Path) -> None:
+        from ars_core import Compressor, FsspecBackend, Message, SummaryConfig
+
+        self.compressor = Compressor(
+            SummaryConfig(summary_threshold=THRESHOLD_K, summary_keep_messages=KEEP),
+            backend=FsspecBackend(root.as_uri()),
+            summarizer=InstantSummarizer(),
+        )
+        self.state: list[Any] = []
+        self.event: Any = None
+        self.reply = Message(role="assistant", content="done")
+
+    def add(self, turn: list[dict[str, Any]]) -> None:
+        from ars_core import from_openai
+
+        self.state.extend(from_openai(m) for m in turn)
+
+    def call(self) -> str | None:
+        outcome = self.compressor.call(self.state, lambda view: self.reply, event=self.event)
+        update = outcome.update
+        if update is not None:
+            for index, message in update.replaced:
+                self.state[index] = message
+            if update.event is not None or update.clear_event:
+                self.event = update.event
+        return outcome.level
+
+
+class _Middleware:
+    def __init__(self, root: Path) -> None:
+        from langchain.agents.middleware.types import ModelResponse
+        from langchain_core.messages import AIMessage
+
+        from ars_core import FsspecBackend, SummaryConfig
+        from ars_langchain.middleware import ArsSummarizationMiddleware
+
+        from .common import fake_chat_model
+
+        self.levels: list[str] = []
+        self.mw = ArsSummarizationMiddleware(
+            SummaryConfig(summary_threshold=THRESHOLD_K, summary_keep_messages=KEEP),
+            summarizer=InstantSummarizer(),
+            backend=FsspecBackend(root.as_uri()),
+            stream=False,
+            on_event=self._event,
+        )
+        self.model = fake_chat_model()
+        self.response = ModelResponse(result=[AIMessage(content="done", id="canned")])
+        self.state: dict[str, Any] = {"messages": []}
+
+    def _event(self, event: Any) -> None:
+        if event.phase == "completed":
+            self.levels.append(event.level)
+
+    def add(self, turn: list[dict[str, Any]]) -> None:
+        from langchain_core.messages import convert_to_messages
+
+        self.state["messages"] = [*self.state["messages"], *convert_to_messages(turn)]
+
+    def call(self) -> str | None:
+        from langchain.agents.middleware.types import ExtendedModelResponse, ModelRequest
+
+        messages = self.state["messages"]
+        request = ModelRequest(
+            model=self.model,
+            messages=messages,
+            system_message=None,
+            tools=[],
+            state=self.state,
+        )
+        before = len(self.levels)
+        result = self.mw.wrap_model_call(request, lambda req: self.response)
+        if isinstance(result, ExtendedModelResponse) and result.command is not None:
+            values = result.command.update or {}
+            for key, value in values.items():
+                if key == "messages":  # replaced by id, as add_messages does
+                    by_id = {m.id: m for m in value}
+                    self.state["messages"] = [by_id.get(m.id, m) for m in messages]
+                else:
+                    self.state[key] = value
+        return self.levels[-1] if len(self.levels) > before else None
+
+
+def soak(kind: str, calls: int) -> dict[str, Any]:
+    """Run one contender's soak in this process; its measurements."""
+    rng = random.Random(22)
+    with tempfile.TemporaryDirectory(prefix="ars-soak-") as tmp:
+        runner: _Core | _Middleware = (_Core if kind == "core" else _Middleware)(Path(tmp))
+        # a first turn and call outside the measurement: imports, encodings loaded
+        first = _turn(rng, 0)
+        runner.add(first)
+        runner.call()
+        chars = _chars(first)
+        gc.collect()
+        rss0 = _rss_bytes()
+        times: list[float] = []
+        levels: list[str | None] = []
+        for i in range(1, calls):
+            turn = _turn(rng, i)
+            chars += _chars(turn)
+            runner.add(turn)
+            t0 = time.perf_counter()
+            levels.append(runner.call())
+            times.append(time.perf_counter() - t0)
+        gc.collect()
+        rss1 = _rss_bytes()
+    tenth = max(1, len(times) // 10)
+    last_rounds = [t for t, lv in zip(times[-tenth:], levels[-tenth:], strict=True) if lv == "L2"]
+    return {
+        "kind": kind,
+        "calls": calls,
+        "messages": calls * 4,
+        "chars": chars,
+        "rss_start": rss0,
+        "rss_end": rss1,
+        "first_median_ms": statistics.median(times[:tenth]) * 1e3,
+        "last_median_ms": statistics.median(times[-tenth:]) * 1e3,
+        "slowest_ms": max(times) * 1e3,
+        "slowest_last_round_ms": max(last_rounds) * 1e3 if last_rounds else None,
+        "rounds": sum(lv == "L2" for lv in levels),
+    }
+
+
+def _in_process(kind: str, calls: int) -> dict[str, Any]:
+    """:func:`soak` in a fresh interpreter (its RSS is its own)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.soak", kind, str(calls)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def measure(ctx: Context) -> dict[str, Any]:
+    calls = getattr(ctx.args, "soak_calls", None) or (200 if ctx.args.quick else CALLS)
+    kinds = ["core"]
+    try:
+        import ars_langchain.middleware  # noqa: F401
+
+        kinds.append("middleware")
+    except ImportError:
+        pass
+    found: dict[str, Any] = {}
+    for kind in kinds:
+        found[kind] = _in_process(kind, calls)
+        r = found[kind]
+        ctx.log(
+            f"  soak {kind}: RSS +{(r['rss_end'] - r['rss_start']) / 1e6:.0f} MB for "
+            f"{r['chars'] / 1e6:.1f} M chars; median {r['first_median_ms']:.2f} -> "
+            f"{r['last_median_ms']:.2f} ms"
+        )
+    return {"calls": calls, "results": found}
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def render(ctx: Context, data: dict[str, Any]) -> list[str]:
+    calls = data["calls"]
+    lines = ["## N. Soak: one conversation, call after call", ""]
+    lines.append(
+        f"{calls:,} calls on one conversation, each adding a user turn, a tool call, its "
+        f"result ({' or '.join(f'{c:,}' for c in RESULT_CHARS)} characters in turn) and an "
+        f"answer ({calls * 4:,} messages at the end); T = {THRESHOLD_K}K, keep {KEEP}, files "
+        "on the local disk, an instant summarizer, each L2 round persisted as an adapter "
+        "does. Each contender in a fresh process; RSS measured after the first call and "
+        "after the last (growth against the characters of the history's text)."
+    )
+    lines.append("")
+    names = {
+        "core": "ARS core (`Compressor.call`)",
+        "middleware": "ARS middleware (`wrap_model_call`)",
+    }
+    rows = []
+    verdicts: list[str] = []
+    for kind, r in data["results"].items():
+        growth = r["rss_end"] - r["rss_start"]
+        ratio = growth / r["chars"] if r["chars"] else 0.0
+        flat = r["last_median_ms"] / r["first_median_ms"] if r["first_median_ms"] else 0.0
+        slowest = r["slowest_last_round_ms"]
+        rows.append(
+            [
+                names[kind],
+                f"{r['rss_start'] / 1e6:.0f} -> {r['rss_end'] / 1e6:.0f}",
+                f"{growth / 1e6:.1f} MB / {r['chars'] / 1e6:.1f} M = {ratio:.2f}x",
+                f"{fmt_ms(r['first_median_ms'])} -> {fmt_ms(r['last_median_ms'])} ({flat:.2f}x)",
+                "-" if slowest is None else fmt_ms(slowest),
+                str(r["rounds"]),
+            ]
+        )
+        verdicts += [
+            f"Target, {names[kind]}: RSS growth {ratio:.2f}x the history's text (<= "
+            f"{RSS_PER_TEXT:g}x): **{_verdict(ratio <= RSS_PER_TEXT)}**.",
+            f"Target, {names[kind]}: median call of the last tenth {flat:.2f}x the first "
+            f"(<= {LAST_OVER_FIRST:g}x): **{_verdict(flat <= LAST_OVER_FIRST)}**.",
+            f"Target, {names[kind]}: slowest L2 round of the last tenth "
+            + (
+                f"{fmt_ms(slowest)} ms (<= {SLOWEST_ROUND_MS:g} ms): "
+                f"**{_verdict(slowest <= SLOWEST_ROUND_MS)}**."
+                if slowest is not None
+                else "(none ran): **NOT met**."
+            ),
+        ]
+    header = [
+        "contender",
+        "RSS (MB)",
+        "growth / text",
+        "median per call, first -> last tenth (ms)",
+        "slowest L2 round, last tenth (ms)",
+        "L2 rounds",
+    ]
+    lines += [*table(header, rows), ""]
+    lines += verdicts
+    lines.append("")
+    return lines
+
+
+def raw(data: dict[str, Any]) -> dict[str, Any]:
+    return {"soak": data}
+
+
+if __name__ == "__main__":
+    print(json.dumps(soak(sys.argv[1], int(sys.argv[2]))))
