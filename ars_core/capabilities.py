@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 __all__ = [
     "AsyncBackend",
     "AsyncBytesBackend",
+    "AsyncReadBackend",
     "BudgetedSummarizer",
     "BytesBackend",
     "InlineSummarizer",
@@ -46,6 +47,14 @@ class AsyncBytesBackend(Protocol):
     """:class:`AsyncBackend` for bytes."""
 
     async def awrite_bytes(self, path: str, data: bytes) -> Any: ...
+
+
+@runtime_checkable
+class AsyncReadBackend(Protocol):
+    """A file backend with a native async read (the read-back tool awaits it instead
+    of running the sync read in a worker thread)."""
+
+    async def aread_text(self, path: str) -> str: ...
 
 
 @runtime_checkable

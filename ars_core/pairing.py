@@ -17,8 +17,8 @@ Both happen in the view only: state is never changed. The round's
 ``unanswered_calls``) and a warning names them.
 
 The check reads only the messages that hold tool calls or results, found by a
-:class:`~ars_core.prefix.SparseIndex`: a call whose view extends the last one
-reads only what was appended.
+:class:`~ars_core.memo.SparseIndex` the engine keeps: a call whose view extends
+the last one reads only what was appended.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from collections.abc import Sequence
 
 import attrs
 
+from . import memo
 from .messages import MARK_SUMMARY, Message, ToolCall
-from .prefix import SparseIndex
 
 __all__ = ["MARK_SYNTHETIC_RESULT", "Pairing", "pair_tool_calls", "synthetic_result"]
 
@@ -45,9 +45,6 @@ def _kind(message: Message) -> int:
     if message.role == "tool":
         return _RESULT
     return _CALL if message.tool_calls else 0
-
-
-_INDEX: SparseIndex[int] = SparseIndex(_kind, slots=16)
 
 
 @attrs.frozen
@@ -84,7 +81,9 @@ def pair_tool_calls(view: Sequence[Message]) -> Pairing:
     (see the module doc). A view that needs neither comes back as it is."""
     messages = view if isinstance(view, list) else list(view)
     skip = 1 if messages and messages[0].metadata.get(MARK_SUMMARY) else 0
-    positions, kinds = _INDEX(messages[skip:] if skip else messages)
+    positions, kinds = memo.current().index("pairing:kinds", _kind)(
+        messages[skip:] if skip else messages
+    )
     if not positions:
         return Pairing(messages)
     drop: list[int] = []  # view positions of results left out

@@ -14,8 +14,9 @@ that does not reach the end says how to ask for the next one.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+from .capabilities import AsyncReadBackend, has
 from .errors import ArsError, ConfigError, FileBackendError, PathBoundaryError
 from .files import FileBackend, check_path
 
@@ -107,9 +108,8 @@ async def aread_page(
     """:func:`read_page` without blocking the event loop: the backend's
     ``aread_text`` when it has one, else its ``read_text`` in a worker thread."""
     norm, start, count = _checked(path, offset, limit)
-    aread = getattr(backend, "aread_text", None)
-    if aread is not None:
-        text = await aread(norm)
+    if has(backend, AsyncReadBackend):
+        text = await cast(AsyncReadBackend, backend).aread_text(norm)
     else:
         import anyio.to_thread
 
