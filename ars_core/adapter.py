@@ -31,6 +31,7 @@ from __future__ import annotations
 from .config import CONFIG_FIELDS
 from .engine import deliver_event
 from .errors import is_context_overflow
+from .estimate import is_calibrated
 from .events import EventCheck, check_event
 from .files import DEFAULT_READ_ONLY, decode_text, encode_text, scope_name, text_sha256
 from .flow import can_compact
@@ -81,6 +82,7 @@ __all__ = [
     "deliver_event",
     "encode_text",
     "hookimpl",
+    "is_calibrated",
     "is_context_overflow",
     "output_folder",
     "read_error_text",

@@ -20,7 +20,7 @@ messages: it remembers the last LangChain list and its converted twin, and
 when the next list holds the same message objects (compared whole, by
 identity, at C speed) plus new ones at the end, it converts only what was
 appended and hands back the *same* core objects, so the core estimator's
-per-message caches and its incremental ``count_history`` keep working. After
+per-message caches and its running totals keep working. After
 an edit (``RemoveMessage``, a replacement by id, a checkpoint reload with
 equal copies) every message still present under its id keeps its core twin;
 only edited and new messages are converted. The summary of the latest round is

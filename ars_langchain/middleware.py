@@ -59,6 +59,7 @@ from ars_core.adapter import (
     EventEmitter,
     OverflowClassifier,
     SummarizerLike,
+    is_calibrated,
 )
 
 from .backends import BackendResolver, BackendSource, reads_agent_files
@@ -329,13 +330,6 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             if config_now is not config:
                 session = self.sessions.get((thread, ns), config_now, model_window(request.model))
             requested = requested or asked
-        if session.converter.rewritten:
-            # the core's incremental count_history samples a few positions to detect an
-            # extension; after an edit in the middle, make it recount (per-message counts
-            # stay cached on the unchanged messages, so this is cheap)
-            forget_history = getattr(session.compressor.estimator, "forget_history", None)
-            if forget_history is not None:
-                forget_history()
         return Call(
             session=session,
             messages=messages,
@@ -438,9 +432,9 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             "view_messages": len(outcome.view),
         }
         self.sessions.record_usage(call.thread, record)
-        calibrate = getattr(session.compressor.estimator, "calibrate", None)
-        if callable(calibrate) and usage.get("input_tokens"):
-            calibrate(estimated=outcome.tokens_after, actual=int(usage["input_tokens"]))
+        estimator = session.compressor.estimator
+        if is_calibrated(estimator) and usage.get("input_tokens"):
+            estimator.calibrate(estimated=outcome.tokens_after, actual=int(usage["input_tokens"]))
         if self.on_model_usage is not None:
             self.on_model_usage(record)
 

@@ -329,14 +329,9 @@ class ArsMemory(BaseMemory):
 
     def _converted(self, stored: list[ChatMessage]) -> tuple[list[Message], list[ChatMessage]]:
         """The stored messages as core messages, converting only what changed."""
-        core, chat = self._history.update(stored)
-        if self._history.rewritten:
-            # the core's incremental count samples a few positions to detect an extension;
-            # after an edit, make it recount (the unchanged messages keep their counts)
-            forget_history = getattr(self._compressor.estimator, "forget_history", None)
-            if forget_history is not None:
-                forget_history()
-        return core, chat
+        # an edit is seen by the engine itself (it recounts any history that is not the
+        # last one plus appended messages): nothing to tell it
+        return self._history.update(stored)
 
     def _known(self) -> list[ChatMessage]:
         # a database store reads only the rows after the messages read last time, unless
