@@ -208,7 +208,10 @@ def unchanged_prefix(known: Sequence[object], messages: Sequence[object]) -> boo
     if not isinstance(head, list):
         head = list(head)
     mine = known if len(known) == n else known[:n]
-    return mine == head
+    try:
+        return bool(mine == head)
+    except Exception:  # a message whose metadata cannot be compared (an array): changed
+        return False
 
 
 class Tracked(Generic[S]):
