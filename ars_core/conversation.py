@@ -17,6 +17,7 @@ uses it to pick its mode.
 from __future__ import annotations
 
 import functools
+import heapq
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -46,6 +47,8 @@ MIN_TURNS = 3
 EARLIER_WEIGHT = 0.9
 #: a sentence worth less than this (a greeting, a filler, a bare question) is never kept
 MIN_SCORE = 0.15
+#: what each content word a sentence adds to the summary is worth (see conversation_section)
+NOVELTY = 0.5
 #: how much a sentence's length counts against it: value = score / tokens ** LENGTH_WEIGHT
 LENGTH_WEIGHT = 0.6
 
@@ -280,24 +283,39 @@ def _key(text: str) -> str:
 def conversation_section(said: Sequence[Utterance], room: int, estimator: Estimator) -> str | None:
     """The conversation section: the sentences of ``said`` worth most per token,
     each said once, in order, grouped by date and turn, within ``room`` tokens
-    (``None`` when nothing fits)."""
+    (``None`` when nothing fits). A sentence is worth its :func:`sentence_score`
+    plus :data:`NOVELTY` for each content word no sentence kept before it has
+    (what a summary adds, not what it repeats); picked greedily by worth per
+    token, the worth of the others updated as words are covered (lazily: it
+    only falls)."""
     unique: dict[str, int] = {}
     for i, u in enumerate(said):
         if sentence_score(u.text) >= MIN_SCORE:
             unique.setdefault(_key(u.text), i)
     sizes = {i: estimator.count_text(said[i].text) + 1 for i in unique.values()}
+    words = {i: _content_words(said[i].text) for i in sizes}
+    covered: set[str] = set()
 
     def value(i: int) -> float:
         u = said[i]
         weight = EARLIER_WEIGHT if u.earlier else 1.0
-        return float(sentence_score(u.text) * weight / max(sizes[i], 1) ** LENGTH_WEIGHT)
+        worth = sentence_score(u.text) + NOVELTY * len(words[i] - covered)
+        return float(worth * weight / max(sizes[i], 1) ** LENGTH_WEIGHT)
 
     header = estimator.count_text(section(CONVERSATION_HEADER, "")) + 2
     left = room - header
     chosen: set[int] = set()
     dates: set[str] = set()
     turns: set[int] = set()
-    for i in sorted(sizes, key=lambda i: (-value(i), -i)):
+    heap = [(-value(i), -i) for i in sizes]
+    heapq.heapify(heap)
+    while heap:
+        _, neg = heapq.heappop(heap)
+        i = -neg
+        current = value(i)
+        if heap and current < -heap[0][0]:  # worth less now: back in line
+            heapq.heappush(heap, (-current, neg))
+            continue
         u = said[i]
         cost = sizes[i]
         if u.turn not in turns:
@@ -308,6 +326,7 @@ def conversation_section(said: Sequence[Utterance], room: int, estimator: Estima
             continue
         left -= cost
         chosen.add(i)
+        covered |= words[i]
         turns.add(u.turn)
         if u.date:
             dates.add(u.date)
@@ -317,6 +336,24 @@ def conversation_section(said: Sequence[Utterance], room: int, estimator: Estima
             return text
         chosen.discard(min(chosen, key=value))  # the estimate of the frame was short
     return None
+
+
+_COMMON = frozenset(
+    "the and for that this with you your have has had was were are but not just what when"
+    " where who why how all any can could would should will been being from they them their"
+    " there then than its it's i'm i've i'll i'd you're that's about into out our ours his her"
+    " she him he's she's we we're also some more most very really so too much many well yeah"
+    " yes okay sure thanks thank one get got did does doing done make made like know think"
+    " going go went see saw say said want way lot things thing time good great"
+    " awesome amazing cool nice love".split()
+)
+
+
+def _content_words(text: str) -> frozenset[str]:
+    """The words of ``text`` that carry content (three letters or more, not common)."""
+    return frozenset(
+        w for w in (x.lower() for x in _WORD.findall(text)) if len(w) >= 3 and w not in _COMMON
+    )
 
 
 def _render(kept: Sequence[Utterance]) -> str:
