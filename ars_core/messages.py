@@ -12,6 +12,7 @@ Readers for OpenAI chat-completions JSON / JSONL (gzip too) live here as well.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -27,6 +28,7 @@ __all__ = [
     "MARK_SUMMARY",
     "MARK_TRIMMED",
     "MARK_TRUNCATED_ARGS",
+    "MAX_RUN_BYTES",
     "ContentPart",
     "Message",
     "Role",
@@ -42,6 +44,8 @@ __all__ = [
 
 ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
 
+#: the largest recorded run :func:`read_messages` unpacks from gzip (bytes)
+MAX_RUN_BYTES = 256 * 1024 * 1024
 #: metadata key: the virtual path a tool result's full text was offloaded to (L1)
 MARK_OFFLOADED = "ars_offloaded"
 #: metadata key: number of tool-call arguments truncated in this copy (L1)
@@ -378,9 +382,16 @@ def read_messages(path: str | Path) -> list[Message]:
         raise MessageFormatError(f"cannot read file: {exc.strerror or exc}", source=source) from exc
     if raw[:2] == b"\x1f\x8b":
         try:
-            raw = gzip.decompress(raw)
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as unpacked:
+                raw = unpacked.read(MAX_RUN_BYTES + 1)  # never more than the cap in memory
         except (OSError, EOFError) as exc:
             raise MessageFormatError(f"corrupt gzip data: {exc}", source=source) from exc
+        if len(raw) > MAX_RUN_BYTES:
+            raise MessageFormatError(
+                f"gzip data unpacks to more than {MAX_RUN_BYTES:,} bytes (the largest run "
+                "read; a compression bomb?)",
+                source=source,
+            )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -90,11 +91,15 @@ class Run:
     messages: tuple[Message, ...]
 
 
+#: characters a terminal may act on (C0 and C1 controls, DEL)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
 def _stem(path: Path) -> str:
     """The run's name: the file name without its suffix. It names the run's
     folder under ``--out``, so a name that is not one plain folder name
     (``...jsonl`` gives ``..``) is made safe."""
-    name = path.name
+    name = _CONTROL.sub("_", path.name)  # an escape sequence never names a folder or a line
     for suffix in (*RUN_SUFFIXES, ".gz"):
         if name.endswith(suffix) and len(name) > len(suffix):
             name = name[: -len(suffix)]

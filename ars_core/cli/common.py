@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from pathlib import Path
 
 from ..errors import ArsError
 
-__all__ = ["USAGE", "CliError", "display_path", "exit_code", "one_line"]
+__all__ = ["USAGE", "CliError", "display_path", "exit_code", "one_line", "printable"]
+
+#: characters a terminal may act on (C0 and C1 controls, DEL); whitespace is handled apart
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character a terminal would act on (an escape
+    sequence's ESC, a bell, a C1 control) written as ``\\xNN``: a run name or an
+    error message taken from a file never drives the terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
 
 #: the exit status of a wrong command line (argparse's); 1 is a failure while running
 USAGE = 2
@@ -40,7 +52,7 @@ def exit_code(exc: BaseException) -> int:
 
 def one_line(exc: BaseException | str) -> str:
     """``exc`` as one line of text (its type name when it has no message)."""
-    text = " ".join(str(exc).split())
+    text = printable(" ".join(str(exc).split()))
     return text or type(exc).__name__
 
 

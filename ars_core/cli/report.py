@@ -9,6 +9,7 @@ from typing import Any
 from ..config import SummaryConfig
 from ..replay import CACHED_PRICE, RunReport
 from ..retention import TASK_KEPT
+from .common import printable
 
 __all__ = ["format_estimates", "format_report"]
 
@@ -83,7 +84,7 @@ def _last_summaries(reports: Sequence[RunReport], chars: int = 200) -> list[str]
     for r in reports:
         if r.last_summary is None:
             continue
-        text = " ".join(r.last_summary.split())
+        text = printable(" ".join(r.last_summary.split()))
         if len(text) > chars:
             text = text[: chars - 1] + "…"
         lines += textwrap.wrap(
