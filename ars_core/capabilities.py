@@ -22,6 +22,8 @@ __all__ = [
     "BudgetedSummarizer",
     "BytesBackend",
     "InlineSummarizer",
+    "StateBoundBackend",
+    "WholeHistorySummarizer",
     "has",
 ]
 
@@ -55,6 +57,25 @@ class AsyncReadBackend(Protocol):
     of running the sync read in a worker thread)."""
 
     async def aread_text(self, path: str) -> str: ...
+
+
+@runtime_checkable
+class StateBoundBackend(Protocol):
+    """A file backend that says whether its files live in the agent's state (a
+    deepagents ``StateBackend``): then a write belongs to the step that made it and
+    the engine never takes a file as written because it wrote it once."""
+
+    @property
+    def writes_follow_state(self) -> bool: ...
+
+
+@runtime_checkable
+class WholeHistorySummarizer(Protocol):
+    """A summarizer that computes in this process (no model window bounds it) and may
+    read the whole history instead of the condensed one: ``reads_whole_history``
+    answers for one history."""
+
+    def reads_whole_history(self, history: Any) -> bool: ...
 
 
 @runtime_checkable

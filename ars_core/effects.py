@@ -30,7 +30,7 @@ import anyio.to_thread
 import attrs
 
 from .archive import ArchiveLog, ArchivePlan, HistoryArchive
-from .capabilities import AsyncBackend, AsyncBytesBackend, BytesBackend, has
+from .capabilities import AsyncBackend, AsyncBytesBackend, BytesBackend, StateBoundBackend, has
 from .errors import SummarizerError
 from .events import CompressionEvent
 from .files import FileBackend
@@ -212,7 +212,10 @@ class _Ledger:
         try:
             # a backend whose files live in the agent's state (deepagents' StateBackend)
             # loses a write when the step that made it fails: nothing is taken as written
-            cached = not getattr(backend, "writes_follow_state", False)
+            cached = not (
+                has(backend, StateBoundBackend)
+                and cast(StateBoundBackend, backend).writes_follow_state
+            )
             self.done = written.setdefault(backend, set()) if cached else set()
         except TypeError:  # not weak-referenceable: no cache
             self.done = set()

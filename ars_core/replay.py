@@ -32,6 +32,7 @@ from typing import Any
 
 import attrs
 
+from .capabilities import WholeHistorySummarizer, has
 from .config import SummaryConfig
 from .engine import CallOutcome, Compressor
 from .errors import MessageFormatError
@@ -343,8 +344,8 @@ class MeteredSummarizer:
 
     def reads_whole_history(self, history: Sequence[Message]) -> bool:
         """The wrapped summarizer's answer (see :class:`~ars_core.summary_call.SummaryCall`)."""
-        wants = getattr(self._unbounded, "reads_whole_history", None)
-        return callable(wants) and wants(history) is True
+        inner = self._unbounded
+        return has(inner, WholeHistorySummarizer) and inner.reads_whole_history(history) is True
 
     def with_budget(
         self, summary_tokens: int, *, task_tokens: int | None = None

@@ -51,7 +51,7 @@ import anyio
 import anyio.to_thread
 import attrs
 
-from .capabilities import InlineSummarizer, has
+from .capabilities import InlineSummarizer, WholeHistorySummarizer, has
 from .errors import SummarizerError, is_context_overflow, is_transient_error
 from .estimate import Estimator, message_tokens
 from .l2 import describe_error
@@ -162,8 +162,11 @@ class SummaryCall:
         its ``reads_whole_history(whole)`` says so (a summarizer that computes in
         this process, which no model window bounds: the extractive summarizer,
         for a conversation)."""
-        wants = getattr(summarizer, "reads_whole_history", None)
-        if self.whole is not None and callable(wants) and wants(self.whole) is True:
+        if (
+            self.whole is not None
+            and has(summarizer, WholeHistorySummarizer)
+            and summarizer.reads_whole_history(self.whole) is True
+        ):
             return self.whole
         return self.history
 
