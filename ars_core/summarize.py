@@ -19,16 +19,16 @@ model fails, and the embedded default of the CLI.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-import anyio
-import anyio.to_thread
 import attrs
 
 from . import memo
+from ._workers import run_abandonable
 from .budget import (
     INPUT_REST_FLOOR,
     TASK_SHARE,
@@ -363,7 +363,7 @@ class CallableSummarizer:
             return self._result(rendered, await self._afn(rendered))
         fn = self._fn
         assert fn is not None
-        text = await anyio.to_thread.run_sync(fn, rendered, abandon_on_cancel=True)
+        text = await run_abandonable(functools.partial(fn, rendered))  # bounded if it hangs
         return self._result(rendered, text)
 
 

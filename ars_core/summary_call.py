@@ -19,7 +19,12 @@ One L2 round makes one *summary call*, which may take several attempts:
   worker thread is abandoned). Sync: the attempt runs in a worker thread and
   the round stops waiting for it at the deadline; Python cannot stop a thread,
   so a summarizer that never returns keeps its thread (a daemon) until it does,
-  and its answer is discarded. A summarizer that declares ``runs_inline``
+  and its answer is discarded. At most :data:`MAX_ABANDONED_SUMMARIES` such
+  threads run at once: past that no new summary thread starts (the summary
+  fails, saying so, with an error in the log) until one returns. A retry
+  whose wait (a ``Retry-After``) would end past the deadline is not waited
+  for: the call fails at once naming the error it would have retried and the
+  wait. A summarizer that declares ``runs_inline``
   (in process, cannot hang: the extractive one) is called in the calling
   thread, once the deadline has not passed.
 
@@ -51,6 +56,7 @@ import anyio
 import anyio.to_thread
 import attrs
 
+from ._workers import MAX_ABANDONED_SUMMARIES, Worker, abandoned_summaries, run_abandonable
 from .capabilities import InlineSummarizer, WholeHistorySummarizer, has
 from .errors import SummarizerError, is_context_overflow, is_transient_error
 from .estimate import Estimator, message_tokens
@@ -60,12 +66,14 @@ from .summarize import SummaryResult, bound_summarizer, condense_history
 from .usage import SummaryRetry, Usage
 
 __all__ = [
+    "MAX_ABANDONED_SUMMARIES",
     "MIN_HALVED_INPUT",
     "Attempt",
     "InputHalver",
     "Pause",
     "RetryPolicy",
     "SummaryCall",
+    "abandoned_summaries",
     "asleep",
     "call_async",
     "call_sync",
@@ -180,9 +188,11 @@ class Attempt:
 
 @attrs.frozen
 class Pause:
-    """Wait ``seconds``; send back ``None``, or the error that ends the call (the deadline)."""
+    """Wait ``seconds`` before retrying after ``cause``; send back ``None``, or
+    the error that ends the call (the deadline)."""
 
     seconds: float
+    cause: BaseException | None = None
 
 
 Step = Attempt | Pause
@@ -263,7 +273,7 @@ def summary_attempts(
                 delay,
             )
             retries.append(retry)
-            waited = yield Pause(delay)
+            waited = yield Pause(delay, exc)
             if waited is None:
                 continue
             exc = waited
@@ -316,8 +326,18 @@ class _Clock:
 
     def past(self, pause: Pause) -> SummarizerError | None:
         """The timeout when ``pause`` would end past the deadline (the call ends
-        without waiting), else ``None`` (wait)."""
-        return self.timed_out() if pause.seconds >= self.remaining() else None
+        without waiting), naming the error the wait was for (a rate limit whose
+        ``Retry-After`` is longer than what is left of the timeout says so), else
+        ``None`` (wait)."""
+        left = self.remaining()
+        if pause.seconds < left:
+            return None
+        if pause.cause is None:
+            return self.timed_out()
+        return SummarizerError(
+            f"{describe_error(pause.cause)}; not retried: the retry would wait "
+            f"{pause.seconds:g} s, past summary_timeout ({self.policy.timeout:g} s)"
+        )
 
 
 def _next(steps: Generator[Step, Any, Outcome], value: Any) -> Step | Outcome:
@@ -387,7 +407,7 @@ async def call_async(summarizer: Any, call: SummaryCall) -> Outcome:
                     else:
                         assert summarize is not None
                         fn = functools.partial(summarize, step.history, call.prompt)
-                        result = await anyio.to_thread.run_sync(fn, abandon_on_cancel=True)
+                        result = await run_abandonable(fn)
                     value = check_summary(result)
                 except Exception as exc:
                     value = exc
@@ -415,10 +435,11 @@ def _in_thread(fn: Callable[[], T], timeout: float) -> T:
     box: list[tuple[bool, Any]] = []
     done = threading.Event()
     context = contextvars.copy_context()
+    worker = Worker(functools.partial(context.run, fn))
 
     def run() -> None:
         try:
-            box.append((True, context.run(fn)))
+            box.append((True, worker()))
         except BaseException as exc:
             box.append((False, exc))
         finally:
@@ -426,6 +447,7 @@ def _in_thread(fn: Callable[[], T], timeout: float) -> T:
 
     threading.Thread(target=run, name="ars-summary", daemon=True).start()
     if not done.wait(timeout):
+        worker.abandon()
         raise _Late
     ok, value = box[0]
     if ok:

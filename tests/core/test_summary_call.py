@@ -436,8 +436,9 @@ class TestTheSummaryCallHasATimeout:
 
     @MODES
     def test_a_backoff_past_the_deadline_ends_the_call_without_waiting(self, mode: str) -> None:
-        """A 429 with a 10 s backoff and a 5 s timeout: no wait, the timeout is the
-        recorded error, and the retry that was planned is listed."""
+        """A 429 with a 10 s backoff and a 5 s timeout: no wait, the rate limit, the
+        wait and the timeout are the recorded error, and the retry that was planned
+        is listed."""
         summarizer = FakeSummarizer(errors=[rate_limit()])
         with recorded_sleeps() as waits:
             out = run(
@@ -448,7 +449,8 @@ class TestTheSummaryCallHasATimeout:
         assert waits == [] and len(summarizer.calls) == 1
         event = out.update.event  # type: ignore[union-attr]
         assert event.summary_error == (
-            "SummarizerError: the summary call did not finish within 5 s (summary_timeout)"
+            "SummarizerError: RateLimitError: rate limit exceeded; not retried: the retry "
+            "would wait 10 s, past summary_timeout (5 s)"
         )
         assert event.summary_usage == Usage(
             retries=(
