@@ -59,7 +59,9 @@ __all__ = [
     "TASK_SHARE_MAX",
     "default_input_budget",
     "estimate_scale",
+    "kept_tail_room",
     "large_task_ceiling",
+    "lean_summary_budget",
     "summary_budget",
     "summary_input_budget",
     "summary_token_limit",
@@ -77,6 +79,8 @@ TASK_SHARE_MAX = 0.875
 INPUT_REST_FLOOR = 1024
 #: fewest tokens the summary model reads (its input bound is at least this)
 SUMMARY_INPUT_FLOOR = 1024
+#: share of the L2 threshold the newest ``keep`` messages may take to be kept verbatim
+TAIL_SHARE = 0.5
 
 
 def estimate_scale(estimator: Any) -> float:
@@ -140,6 +144,62 @@ def summary_budget(
     return max(bound, min(grown, large_task_ceiling(threshold, fixed_tokens)))
 
 
+def kept_tail_room(config: Any, room: int) -> int:
+    """What the newest messages a lean round keeps verbatim are sized against:
+    it keeps at least the newest ``min(keep, the messages that fit this)``.
+    :data:`TAIL_SHARE` of ``room`` (the tokens under the L2 threshold ``T2``
+    beside the fixed part of the request: system message, tools, the
+    summary's frame; all of ``T2`` when there is none), the summary taking
+    the rest; when the user sets a summary budget (``summary_max_tokens``),
+    whatever of ``room`` it leaves, if that is more."""
+    half = int(room * TAIL_SHARE)
+    if config.summary_max_tokens is None:
+        return half
+    return max(half, room - int(config.summary_max_tokens))
+
+
+def lean_summary_budget(
+    config: Any,
+    *,
+    room: int,
+    tail: int,
+    task_tokens: int,
+    fixed_tokens: int | None,
+    turns: int = 0,
+) -> int:
+    """The bound on a lean round's summary, which shares ``room`` (the tokens
+    under the L2 threshold beside the fixed part of the request: system
+    message, tools, the summary's frame) with the kept tail (``tail``
+    tokens): ``summary_max_tokens`` when set (the user's summary budget);
+    otherwise what the task it carries needs (:func:`summary_budget`: the
+    task and ``T/8`` for files, tool calls, errors and conclusions) plus
+    room for the conversation it summarizes (``turns``: the tokens the user
+    and the assistant said in the summarized part, see
+    :func:`~ars_core.summarize.turn_tokens`), never more than what the tail
+    leaves but always room for the whole task at its :data:`TASK_SHARE`; at
+    least :data:`SUMMARY_TOKENS_FLOOR`, at most the summary bound. An agent
+    run's summary stays sized from its task (cheap to write and to resend); a
+    chat's takes the room the tail leaves. Summary and tail then fit under
+    ``T2`` together, so the next call does not summarize again: churn is
+    prevented by sizing the summary, never by dropping the kept tail.
+
+    A task too large for its :data:`TASK_SHARE` of that bound grows it (given
+    ``fixed_tokens``; not after a context overflow) to carry the whole task at
+    :data:`TASK_SHARE_MAX`, up to :func:`large_task_ceiling`; the kept tail
+    then gets what that summary leaves under ``T - T/8`` (the task comes
+    first: a view without it is no use to the agent)."""
+    if config.summary_max_tokens is not None:
+        return int(config.summary_max_tokens)
+    lean = summary_budget(config, task_tokens)
+    task_room = math.ceil(task_tokens / TASK_SHARE)  # the task, whole, at its share
+    shared = max(SUMMARY_TOKENS_FLOOR, task_room, min(lean + turns, room - tail))
+    bound = min(int(config.summary_token_limit), shared)
+    if fixed_tokens is None or task_tokens <= int(bound * TASK_SHARE):
+        return bound
+    grown = math.ceil(task_tokens / TASK_SHARE_MAX)
+    return max(bound, min(grown, large_task_ceiling(int(config.threshold_tokens), fixed_tokens)))
+
+
 def large_task_ceiling(threshold: int, fixed_tokens: int) -> int:
     """The largest summary a task too large for the ordinary bound may grow it
     to: the window ``threshold`` (T) less ``fixed_tokens`` and ``T/8`` left
@@ -166,7 +226,9 @@ def default_input_budget(threshold: int) -> int:
     return max(SUMMARY_INPUT_FLOOR, threshold // 2)
 
 
-def summary_input_budget(threshold: int, whole: int, task_room: int | None = None) -> int:
+def summary_input_budget(
+    threshold: int, whole: int, task_room: int | None = None, turns: int = 0
+) -> int:
     """What the summary model reads in a lean round, in tokens: what
     :func:`~ars_core.summarize.condense_history` keeps whole (``whole``:
     previous summary, system messages, every user request, the newest message)
@@ -174,7 +236,12 @@ def summary_input_budget(threshold: int, whole: int, task_room: int | None = Non
     ``T/8``: small windows summarize little at a time, and their anchors are in
     that rest), at most ``T/2`` (at least 1,024), or, when the task has a room
     of its own (``task_room``, see :func:`task_budget`), at most that room plus
-    the rest."""
+    the rest. The conversation's own turns (``turns``: what the user and the
+    assistant said, see :func:`~ars_core.summarize.turn_tokens`) are read
+    whole too, up to ``T``: a chat's summary is made of them, and the part a
+    round summarizes is what was added since the last one."""
     rest = max(threshold // 12, min(INPUT_REST_FLOOR, threshold // 8))
     cap = max(default_input_budget(threshold), (task_room or 0) + rest)
-    return min(cap, whole + rest)
+    if turns:
+        cap = max(cap, min(threshold, whole + turns + rest))
+    return min(cap, whole + turns + rest)

@@ -32,8 +32,10 @@ import attrs
 
 from .archive import HistoryArchive
 from .budget import (
+    SUMMARY_TOKENS_FLOOR,
     default_input_budget,
-    summary_budget,
+    kept_tail_room,
+    lean_summary_budget,
     summary_input_budget,
     task_budget,
     thresholds,
@@ -92,7 +94,13 @@ from .retention import (
     task_retention,
     task_statement,
 )
-from .summarize import ExtractiveSummarizer, SummaryResult, condense_history, whole_tokens
+from .summarize import (
+    ExtractiveSummarizer,
+    SummaryResult,
+    condense_history,
+    turn_tokens,
+    whole_tokens,
+)
 from .summary_call import InputHalver, RetryPolicy, SummaryCall
 from .usage import Usage
 
@@ -440,55 +448,132 @@ def _after_l1(r: _Round, l1: _L1View) -> Flow:
 
 
 def _cutoff(r: _Round, l1: _L1View) -> _Cut | None:
-    """Where the summarized part ends: the latest ``keep`` messages are kept.
-    With lean rounds, fewer when the view (summary at its bound + kept messages) would not fall
-    under the L2 threshold, so the next round waits for new messages to fill
+    """Where the summarized part ends. Fixed rounds keep the latest ``keep``
+    messages and a summary at its configured bound. Lean rounds keep at least
+    the newest ``min(keep, the messages that fit half the L2 threshold)``
+    verbatim (tool calls with their results; the newest user request among
+    the latest ``keep`` too) and size the summary to share the room under the
+    L2 threshold with them, so the next round waits for new messages to fill
     the window again. With ``keep`` or fewer messages, a cut is made only when
     they do not fit the window. ``None`` when no valid cutoff exists."""
     s = r.settings
     keep, start = s.config.summary_keep_messages, 1 if r.event is not None else 0
     forbidden = forbidden_cuts(r.effective)
     preferred = select_cutoff(r.effective, keep, start=start, forbidden=forbidden)
+    previous = r.event.cutoff if r.event is not None else 0
     if not s.lean_rounds:  # the latest `keep` messages, a summary at the configured bound
         if preferred is None:
             return None
         global_ = to_global_cutoff(preferred, r.event)
         task = task_statement(r.state[:global_])
-        previous = r.event.cutoff if r.event is not None else 0
         return _Cut(preferred, start, previous, global_, task, s.config.summary_token_limit)
     window = r.l2_threshold if r.forced else r.threshold  # an overflow: the real one is smaller
     if preferred is None and l1.tokens <= window:
         return None  # keep or fewer messages that fit the window: sent as they are
-    preferred_global = (
-        to_global_cutoff(preferred, r.event) if preferred is not None else len(r.state)
-    )
-    task = task_statement(r.state[:preferred_global])
-    task_tokens = _task_tokens(s.memo, s.estimator, task)
     # the summary's frame, sized with a cutoff of as many digits (the same text round after
     # round: counted once)
     frame = build_summary_message("", cutoff=_nines(len(r.state)), file_path=_SAMPLE_PATH)
     fixed = r.extra + message_tokens(s.estimator, frame)
-    # after a context overflow the real window is smaller than T: no growing for the task
-    limit = summary_budget(s.config, task_tokens, fixed_tokens=None if r.forced else fixed)
-    budget = r.l2_threshold - fixed - limit
-    local = select_cutoff(
+    room = r.l2_threshold - fixed
+    sizes = [message_tokens(s.estimator, m) for m in l1.view[start:]]
+    local = kept_cut(
         r.effective,
         keep,
         start=start,
-        budget=budget,
-        tokens=lambda i: message_tokens(s.estimator, l1.view[i]),
+        tail_room=kept_tail_room(s.config, room),
+        room=room,
+        sizes=sizes,
         forbidden=forbidden,
     )
     if local is None:
         return None
     global_ = to_global_cutoff(local, r.event)
-    if global_ > preferred_global:  # requests cut beyond the preferred cut join the task
-        task = list(dict.fromkeys([*task, *task_statement(r.state[preferred_global:global_])]))
-    elif global_ < preferred_global:  # no preferred cut: the task ends at this one
+    task = task_statement(r.state[:global_])
+    task_tokens = _task_tokens(s.memo, s.estimator, task)
+    tail = sum(sizes[local - start :])
+    # after a context overflow the real window is smaller than T: no growing for the task
+    limit = lean_summary_budget(
+        s.config,
+        room=room,
+        tail=tail,
+        task_tokens=task_tokens,
+        fixed_tokens=None if r.forced else fixed,
+        turns=_conversation(l1.view[start:local], s.estimator),
+    )
+    left = r.threshold - r.threshold // 8 - fixed - limit  # what a grown summary leaves
+    if tail > left > room - limit:  # a task too large for the room: the tail takes what is left
+        local = kept_cut(
+            r.effective,
+            keep,
+            start=start,
+            tail_room=max(0, left),
+            room=max(0, left) + SUMMARY_TOKENS_FLOOR,
+            sizes=sizes,
+            forbidden=forbidden,
+        )
+        if local is None:
+            return None
+        global_ = to_global_cutoff(local, r.event)
         task = task_statement(r.state[:global_])
-    previous = r.event.cutoff if r.event is not None else 0
-    room = task_budget(s.config, limit, task_tokens)
-    return _Cut(local, start, previous, global_, task, limit, room)
+    task_room = task_budget(s.config, limit, task_tokens)
+    return _Cut(local, start, previous, global_, task, limit, task_room)
+
+
+def kept_cut(
+    messages: Sequence[Message],
+    keep: int,
+    *,
+    start: int,
+    tail_room: int,
+    room: int,
+    sizes: Sequence[int],
+    forbidden: Sequence[bool],
+) -> int | None:
+    """A lean round's cut in ``messages`` (``messages[start:]`` may be summarized;
+    ``sizes[i]`` is the size of ``messages[start + i]`` as it will be sent):
+    the newest ``min(keep, the messages that fit tail_room)`` (see
+    :func:`~ars_core.budget.kept_tail_room`; at least one) are kept; so is the
+    newest user request among the latest ``keep`` messages, and the cut moves
+    earlier so that no tool call is separated from its results, as long as the
+    summary keeps its floor of ``room`` (the tokens under the L2 threshold
+    beside the fixed part of the request): a tool call that does not fit moves
+    the cut later instead. ``None`` when nothing is left to summarize."""
+    n = len(messages)
+    total, count = 0, 0
+    while count < min(keep, n - start):
+        total += sizes[n - 1 - count - start]
+        if total > tail_room:
+            break
+        count += 1
+    cut = n - max(1, count)
+    newest = _newest_request(messages, max(start, n - keep), cut)
+    if newest is not None and sum(sizes[newest - start :]) <= room - SUMMARY_TOKENS_FLOOR:
+        cut = newest  # the newest request stays in the view as it is, when it fits
+    if cut > start and not forbidden[cut]:
+        return cut
+    earlier = next((c for c in range(cut - 1, start, -1) if not forbidden[c]), None)
+    if earlier is not None and sum(sizes[earlier - start :]) <= room - SUMMARY_TOKENS_FLOOR:
+        return earlier
+    later = next((c for c in range(cut + 1, n) if not forbidden[c]), None)
+    return later if later is not None else earlier
+
+
+def _newest_request(messages: Sequence[Message], low: int, cut: int) -> int | None:
+    """The position of the newest user request in ``messages[low:]`` when it is before
+    ``cut`` (it would be summarized), else ``None``."""
+    for i in range(len(messages) - 1, low - 1, -1):
+        if is_user_request(messages[i]):
+            return i if i < cut else None
+    return None
+
+
+def _conversation(history: Sequence[Message], estimator: Estimator) -> int:
+    """The tokens of what the people said in ``history`` (see
+    :func:`~ars_core.summarize.turn_tokens`) when that is most of it (a chat),
+    else 0 (an agent run: its summary is sized from its task, its input from
+    what it keeps whole)."""
+    turns = turn_tokens(history, estimator)
+    return turns if 2 * turns >= sum(message_sizes(estimator, history)) else 0
 
 
 def _nines(n: int) -> int:
@@ -612,7 +697,8 @@ def _summarize(r: _Round, l1: _L1View, cut: _Cut) -> Generator[Effect, Any, Summ
     budget, task_room = s.summary_input_tokens or default_input_budget(r.threshold), None
     if s.lean_rounds and not s.summary_input_tokens:
         task_room = cut.task_limit  # a task too large for its share is read whole
-        budget = summary_input_budget(r.threshold, whole_tokens(history, s.estimator), task_room)
+        whole, turns = whole_tokens(history, s.estimator), _conversation(history, s.estimator)
+        budget = summary_input_budget(r.threshold, whole, task_room, turns)
     cleaned = condense_history(history, budget, s.estimator, task_tokens=task_room)
     call = SummaryCall(
         cleaned,

@@ -3,8 +3,9 @@
 After every L2 round the engine checks the new view (summary message + kept
 messages) for the *anchors* an agent needs to carry on:
 
-* ``task`` — the task statement: every user-authored request (not tool
-  results, not ARS's own messages), measured by :func:`task_retention`; the
+* ``task`` — the task statement: the user request(s) that set the work and
+  the newest one (not tool results, not ARS's own messages; other user turns
+  are conversation content), measured by :func:`task_retention`; the
   anchor counts as kept when at least :data:`TASK_KEPT` of it is in the view;
 * ``file:<path>`` — files the summarized part created or edited;
 * ``command:<text>`` — the latest commands of the summarized part (their
@@ -40,6 +41,7 @@ __all__ = [
     "error_lines",
     "is_earlier_summary",
     "is_user_request",
+    "leading_requests",
     "task_retention",
     "task_statement",
     "view_text",
@@ -168,10 +170,26 @@ def _harness_inserted(meta: Mapping[str, Any]) -> bool:
 
 
 def task_statement(messages: Iterable[Message]) -> list[str]:
-    """The task: the text of every user request, in order, each distinct text once."""
+    """The task: the request(s) that set the work — the first user request and
+    the ones sent right after it, before anything else — and the newest
+    request, in order, each distinct text once. The other user turns are
+    conversation content, not the task (for a one-request agent run the task
+    is that request)."""
     if isinstance(messages, Sequence):  # a history: only its requests are looked at
-        return list(dict.fromkeys(_requests(messages)))
-    return list(dict.fromkeys(text for text in map(_request_text, messages) if text))
+        positions, texts = memo.current().index("retention:requests", _request_text)(messages)
+    else:
+        found = [(i, t) for i, t in enumerate(map(_request_text, messages)) if t]
+        positions, texts = [i for i, _ in found], [t for _, t in found]
+    return list(dict.fromkeys(texts[: leading_requests(positions)] + texts[-1:]))
+
+
+def leading_requests(positions: Sequence[int]) -> int:
+    """How many of the requests at ``positions`` (ascending) set the work: the
+    first and the ones right after it (no other message between them)."""
+    n = min(1, len(positions))
+    while n < len(positions) and positions[n] == positions[n - 1] + 1:
+        n += 1
+    return n
 
 
 def _request_text(m: Message) -> str:

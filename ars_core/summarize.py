@@ -59,6 +59,7 @@ from .retention import (
     error_lines,
     is_earlier_summary,
     is_user_request,
+    leading_requests,
 )
 from .summary_text import (
     SECTION_MARK,
@@ -96,6 +97,7 @@ __all__ = [
     "summary_budget",
     "summary_input_budget",
     "task_budget",
+    "turn_tokens",
     "whole_tokens",
 ]
 
@@ -132,16 +134,25 @@ class AsyncSummarizer(Protocol):
         ...
 
 
-def _shorten(text: str, max_chars: int) -> str:
+#: what the marker in a shortened text says was left out
+SHORTENED_TEXT = "characters shortened"
+#: ... in a shortened request of the task: how much, and where the whole of it is
+REQUEST_ELIDED = (
+    "characters of this request left out here; the whole request is in the "
+    "conversation history file"
+)
+
+
+def _shorten(text: str, max_chars: int, what: str = SHORTENED_TEXT) -> str:
     if len(text) <= max_chars:
         return text
     head = max_chars * 3 // 4
     tail = max_chars - head
     end = text[-tail:] if tail else ""
-    return f"{text[:head]}\n[... {len(text) - max_chars} characters shortened ...]\n{end}"
+    return f"{text[:head]}\n[... {len(text) - max_chars} {what} ...]\n{end}"
 
 
-def _shorten_message(m: Message, max_chars: int) -> Message:
+def _shorten_message(m: Message, max_chars: int, what: str = SHORTENED_TEXT) -> Message:
     calls = tuple(
         attrs.evolve(
             c,
@@ -152,7 +163,7 @@ def _shorten_message(m: Message, max_chars: int) -> Message:
         )
         for c in m.tool_calls
     )
-    text = _shorten(m.text, max_chars)
+    text = _shorten(m.text, max_chars, what)
     if isinstance(m.content, str):
         return attrs.evolve(m, content=text, tool_calls=calls)
     # media parts stay (the prompt names them by reference, never copies them)
@@ -180,11 +191,15 @@ def condense_history(
 ) -> list[Message]:
     """Fit ``messages`` into ``budget`` tokens for the summary model.
 
-    The previous summary, system messages, every user request (the task: the
-    first message of each distinct text) and the newest message stay whole;
-    when the requests alone take more than their room (``task_tokens``, by
-    default :data:`TASK_SHARE` of the budget), each large one is shortened to
-    its head and tail. The rest is taken
+    The previous summary, system messages, the task's requests (the ones that
+    set the work, unless a previous summary carries them, and the newest one;
+    see :func:`~ars_core.retention.task_statement`) and the newest message
+    stay whole; when the requests alone take more than their room
+    (``task_tokens``, by default :data:`TASK_SHARE` of the budget), each large
+    one keeps its head and tail, with a marker saying how much was left out
+    and that the whole is in the history file: neither the first request nor
+    the newest is ever dropped. The other user turns are conversation content,
+    like the rest. The rest is taken
     newest first: whole while it fits, then shortened (head and tail of each
     message), and the oldest that fit not even shortened are replaced by one
     note saying how many were omitted (their text is in the archive file).
@@ -236,19 +251,26 @@ def condense_history(
 
 def _kept_whole(messages: Sequence[Message]) -> tuple[set[int], list[int]]:
     """Positions :func:`condense_history` keeps whole — the previous summary,
-    system messages, every user request (first of each text) and the newest
-    message — and, of those, the requests. What each message is, is kept on it
-    (messages are immutable), so a round over a history the last round saw is a
-    lookup per message."""
+    system messages, the task's requests (those that set the work when no
+    previous summary carries them, and the newest; first of each text) and the
+    newest message — and, of those, the requests. What each message is, is
+    kept on it (messages are immutable), so a round over a history the last
+    round saw is a lookup per message."""
     fixed: set[int] = set()
-    seen: set[str] = set()
-    requests: list[int] = []
+    every: list[int] = []
     # only the messages that are not "other" (kept by the engine as the history grows)
     positions, kinds = memo.current().index("summarize:kinds", _cached_kind)(messages)
     for i, kind in zip(positions, kinds, strict=True):
         if kind == _FIXED:
             fixed.add(i)
-        elif messages[i].text not in seen:
+        else:
+            every.append(i)
+    carried = any(is_earlier_summary(messages[i]) for i in fixed)
+    lead = 0 if carried else leading_requests(every)
+    seen: set[str] = set()
+    requests: list[int] = []
+    for i in dict.fromkeys([*every[:lead], *every[-1:]]):
+        if messages[i].text not in seen:
             seen.add(messages[i].text)
             requests.append(i)
     fixed.update(requests)
@@ -285,7 +307,8 @@ def _fit_requests(
     shares = _fair_shares([sizes[i] for i in requests], room)
     for i, share in zip(requests, shares, strict=True):
         if share < sizes[i]:
-            short = _shortened(messages[i], _share_chars(messages[i].text, share, sizes[i]))
+            chars = _share_chars(messages[i].text, share, sizes[i], len(REQUEST_ELIDED))
+            short = _shortened(messages[i], chars, REQUEST_ELIDED)
             out[i], sizes[i] = short, message_tokens(est, short)
 
 
@@ -322,8 +345,10 @@ def _anchored_note(before: Sequence[Message], omitted: int) -> Message:
     return attrs.evolve(note, content="\n".join(lines), metadata=meta)
 
 
-def _shortened(m: Message, max_chars: int) -> Message:
-    return SHORTENED.of(m, lambda m: _shorten_message(m, max_chars), SHORTENED.key(max_chars))
+def _shortened(m: Message, max_chars: int, what: str = SHORTENED_TEXT) -> Message:
+    return SHORTENED.of(
+        m, lambda m: _shorten_message(m, max_chars, what), SHORTENED.key(max_chars, what)
+    )
 
 
 class CallableSummarizer:
@@ -387,10 +412,26 @@ _MODES = ("auto", "agent", "conversation")
 
 def whole_tokens(messages: Sequence[Message], estimator: Estimator) -> int:
     """Tokens of what :func:`condense_history` keeps whole in ``messages``: the
-    previous summary, system messages, every user request and the newest message
-    (the summary input budget is sized from them)."""
+    previous summary, system messages, the task's requests and the newest
+    message (the summary input budget is sized from them)."""
     fixed, _ = _kept_whole(messages)
     return sum(message_sizes(estimator, [messages[i] for i in fixed]))
+
+
+def turn_tokens(messages: Sequence[Message], estimator: Estimator) -> int:
+    """Tokens of the conversation's own turns in ``messages`` that
+    :func:`condense_history` does not keep whole: user requests besides the
+    task's, and assistant messages that call no tool (what the people said;
+    a chat is made of them, an agent run has few). The summary input budget
+    reads them whole (see :func:`~ars_core.budget.summary_input_budget`)."""
+    fixed, _ = _kept_whole(messages)
+    turns = [
+        m
+        for i, m in enumerate(messages)
+        if i not in fixed
+        and ((m.role == "assistant" and not m.tool_calls) or _cached_kind(m) == _REQUEST)
+    ]
+    return sum(message_sizes(estimator, turns))
 
 
 def bound_summarizer(summarizer: Any, summary_tokens: int, task_tokens: int | None = None) -> Any:
@@ -418,9 +459,10 @@ def _takes_task_tokens(fn: Callable[..., Any]) -> bool:
     return any(p.name == "task_tokens" or p.kind is p.VAR_KEYWORD for p in params)
 
 
-def _share_chars(text: str, share: int, size: int) -> int:
-    """Characters of ``text`` (``size`` tokens) that fit ``share`` tokens, note included."""
-    return max(MIN_REQUEST_CHARS, len(text) * share // max(size, 1) - _NOTE_CHARS)
+def _share_chars(text: str, share: int, size: int, note: int = _NOTE_CHARS) -> int:
+    """Characters of ``text`` (``size`` tokens) that fit ``share`` tokens, its shortening
+    note (``note`` characters) included."""
+    return max(MIN_REQUEST_CHARS, len(text) * share // max(size, 1) - note)
 
 
 def _said(found: _Found, messages: Sequence[Message], first: str | None) -> list[Utterance]:
@@ -709,16 +751,17 @@ class ExtractiveSummarizer:
                 return lists
             n //= 2
 
-    def _fit(self, text: str, share: int, size: int) -> str:
-        """Head and tail of ``text`` (``size`` tokens) within ``share`` tokens."""
-        chars = _share_chars(text, share, size)
-        short = _shorten(text, chars)
+    def _fit(self, text: str, share: int, size: int, what: str = SHORTENED_TEXT) -> str:
+        """Head and tail of ``text`` (``size`` tokens) within ``share`` tokens; the
+        marker in the middle says how many characters (``what``) were left out."""
+        chars = _share_chars(text, share, size, len(what))
+        short = _shorten(text, chars, what)
         for _ in range(4):  # the character model is close; correct it by what is left over
             over = self._est.count_text(short) - share
             if over <= 0 or chars <= MIN_REQUEST_CHARS:
                 break
             chars = max(MIN_REQUEST_CHARS, chars - over * len(text) // max(size, 1) - 8)
-            short = _shorten(text, chars)
+            short = _shorten(text, chars, what)
         return short
 
     @staticmethod
@@ -750,8 +793,8 @@ class ExtractiveSummarizer:
         shares = _fair_shares(sizes, budget)
         out: list[str] = []
         for i, (text, size, share) in enumerate(zip(texts, sizes, shares, strict=True)):
-            if share < size:
-                text = self._fit(text, share, size)
+            if share < size:  # never dropped: the head and tail, and where the whole is
+                text = self._fit(text, share, size, REQUEST_ELIDED)
             header = "Task" if len(texts) == 1 else f"Task, user request {i + 1} of {len(texts)}"
             if requests[texts[i]] > 1:
                 header += f", sent {requests[texts[i]]} times"

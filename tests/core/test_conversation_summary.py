@@ -164,7 +164,8 @@ def test_the_engines_default_summary_of_a_chat_keeps_what_both_speakers_said() -
             assistant(f"{date} Ben: I will meet Carla at {day + 1} pm on Friday, table {day}."),
         ]
     chat.append(user("[13 March, 2024] Ana: What did I pay on day 2?"))
-    config = SummaryConfig(summary_threshold=1.5, summary_keep_messages=4)
+    # T = 2K: the summary shares the room under the L2 threshold with the 4 kept messages
+    config = SummaryConfig(summary_threshold=2, summary_keep_messages=4)
     out = Compressor(config, backend=FsspecBackend("memory://chat")).call(chat, ScriptedModel())
     assert out.level == "L2" and out.update is not None and out.update.event is not None
     summary = out.update.event.summary_message

@@ -14,6 +14,7 @@ from ars_core.estimate import ApproxEstimator
 from ars_core.l2 import build_summary_message
 from ars_core.retention import task_retention
 from ars_core.summarize import (
+    REQUEST_ELIDED,
     SECTION_MARK,
     TASK_SHARE,
     ExtractiveSummarizer,
@@ -153,7 +154,7 @@ class TestTaskBudget:
         small = ExtractiveSummarizer(summary_tokens=2_000).summarize(history, PROMPT).text
         kept = _sections(small)["Task"]
         assert kept.startswith("START context") and kept.endswith("THE END")
-        assert "characters shortened" in kept
+        assert REQUEST_ELIDED in kept  # how much, and where the whole is
         assert EST.count_text(kept) <= 2_000 * TASK_SHARE
         assert EST.count_text(kept) >= 2_000 * TASK_SHARE * 0.9
 
@@ -186,7 +187,7 @@ class TestTaskBudget:
         ]
         config = SummaryConfig(summary_threshold=8, summary_keep_messages=4)
         out = Compressor(config).call(state, ScriptedModel())
-        assert out.level == "L2" and out.update.event.cutoff == 24  # the newest kept alone
+        assert out.level == "L2" and out.update.event.cutoff == 21  # keep 4 is honored
         summary = out.update.event.summary_message.text
         assert _task_sections(summary)[0] == task
 
@@ -201,7 +202,7 @@ class TestTaskBudget:
         config = SummaryConfig(summary_threshold=8, summary_keep_messages=4)
         failing = FakeSummarizer(error=RuntimeError("down"))
         out = Compressor(config, summarizer=failing).call(state, ScriptedModel())
-        assert out.update.event.cutoff == 24  # the newest kept alone
+        assert out.update.event.cutoff == 21  # keep 4 is honored
         summary = out.update.event.summary_message.text
         assert "[ARS: the summary model failed: RuntimeError: down]" in summary
         assert _task_sections(summary)[0] == task
@@ -233,14 +234,18 @@ class TestToolCalls:
 
 class TestSummaryInput:
     @pytest.mark.spec("R23")
-    def test_condensed_input_keeps_every_request(self) -> None:
-        """The summary model reads the demonstration and the real request, whole."""
-        demo = user("EXAMPLE " + words(200, "demo"))
-        real = user("REAL " + words(200, "real"))
+    @pytest.mark.spec("R59")
+    def test_condensed_input_keeps_the_task_requests(self) -> None:
+        """The summary model reads the requests that set the work (the first and the one
+        sent right after it) and the newest request whole; a request in the middle is
+        conversation content, left out with the oldest of it."""
+        first = user("FIRST " + words(200, "first"))
+        also = user("ALSO " + words(100, "also"))
         middle = [assistant(words(400, f"m{i}")) for i in range(20)]
-        msgs = [demo, *middle[:10], real, *middle[10:], user("latest")]
+        aside = user("ASIDE " + words(200, "aside"))
+        msgs = [first, also, *middle[:10], aside, *middle[10:], user("latest")]
         out = condense_history(msgs, 2000, EST)
-        assert demo in out and real in out
+        assert out[:2] == [first, also] and out[-1] == msgs[-1] and aside not in out
         assert sum(EST.count_message(m) for m in out) <= 2000
 
 

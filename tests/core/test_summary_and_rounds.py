@@ -364,32 +364,37 @@ class TextRecordingEstimator(ApproxEstimator):
 @MODES
 def test_the_task_is_counted_once_for_rounds_with_the_same_task(mode: str) -> None:
     """The summary bound grows with the task statement's tokens, counted request by
-    request; the next round, one message longer with the same requests before its
-    cut, counts none of them again, and its summary is exactly what a compressor
-    that never counted them makes (its archive continues the first round's, which
-    holds the same first messages)."""
+    request; the next round, one message longer with the same first request before its
+    cut, counts none of the requests counted before again (a newer request adds only its
+    own count), and its summary is exactly what a compressor that never counted them
+    makes (its archive continues the first round's, which holds the same first messages)."""
     state = [*history(8), user("q8 " + words(60, "q8"))]
     longer = [*state, assistant("a8 " + words(60, "a8"))]
-    # the requests before each round's preferred cut (all but the 4 kept): q0..q6 both times
-    requests = task_statement(state[: len(state) - 4])
-    assert requests == task_statement(longer[: len(longer) - 4]) and len(requests) > 1
     est = TextRecordingEstimator()
     compressor = Compressor(
         small_config(), estimator=est, backend=memory_backend(), summarizer=FakeSummarizer()
     )
     first = run(mode, compressor, state, ScriptedModel(["ok"]))
+    assert first.update is not None and first.update.event is not None
+    # the task: the first request and the newest one before the cut
+    requests = task_statement(state[: first.update.event.cutoff])
+    assert len(requests) == 2 and requests[0].startswith("q0 ")
     # each request is counted as its message and as a part of the task, once each
     assert first.level == "L2" and all(est.texts.count(r) == 2 for r in requests)
     est.texts.clear()
     second = run(mode, compressor, longer, ScriptedModel(["ok"]))
+    assert second.update is not None and second.update.event is not None
+    task = task_statement(longer[: second.update.event.cutoff])
+    assert task[0] == requests[0]
     assert second.level == "L2" and not any(r in est.texts for r in requests)
+    assert all(est.texts.count(r) == 1 for r in task if r not in requests)
     fresh_est = TextRecordingEstimator()
     fresh = Compressor(
         small_config(), estimator=fresh_est, backend=memory_backend(), summarizer=FakeSummarizer()
     )
     again = run(mode, fresh, longer, ScriptedModel(["ok"]))
     # the messages' counts are kept on them (the same kind of estimator): only the task's
-    assert all(fresh_est.texts.count(r) == 1 for r in requests)
+    assert all(fresh_est.texts.count(r) == 1 for r in task)
     assert first.update is not None and second.update is not None and again.update is not None
     # the same summary; only where the history went differs: the fresh compressor wrote
     # the whole archive, the second round only what follows the first round's archive

@@ -489,7 +489,7 @@ async def test_overflow_forces_compaction_and_retries(
     started, done = recorder.payloads
     assert started["forced"] is True and done["forced"] is True
     cut = done["cutoff"]
-    assert cut == len(history) - 1 - 1  # the L2 threshold (819) leaves room for the newest
+    assert cut == len(history) - 1 - 2  # keep 2: both fit in half of the L2 threshold (819)
     assert text_of(retry.messages[1]).startswith(
         f"Summary of the earlier conversation (messages 1-{cut};"
     )

@@ -40,14 +40,14 @@ def make_store(kind: str, tmp_path: Path) -> Any:
     )
 
 
-def memory_for(store: Any, file_backend: FsspecBackend) -> ArsMemory:
+def memory_for(store: Any, file_backend: FsspecBackend, keep: int = 4) -> ArsMemory:
     return ArsMemory.from_defaults(
         chat_store=store,
         chat_store_key=KEY,
         file_backend=file_backend,
         summarizer=FakeSummarizer("SUMMARY"),
         summary_threshold=1,
-        summary_keep_messages=4,
+        summary_keep_messages=keep,
     )
 
 
@@ -146,7 +146,7 @@ def test_deleting_the_oldest_rows_never_anchors_on_a_look_alike_pair(
     goes_on = said(("user", "IMPORTANT: use postgres"), ("assistant", "ok"), ("user", "continue"))
     later = said(("assistant", "sure"), ("user", "which database?"))
     store = make_store(store_kind, tmp_path)
-    memory = memory_for(store, file_backend)
+    memory = memory_for(store, file_backend, keep=1)  # the newest message kept: cut before it
 
     def delete_oldest() -> None:
         if store_kind == "simple":
