@@ -101,9 +101,34 @@ def concatenated(runs: Sequence[Run], n: int) -> tuple[Message | None, list[Mess
     return system, out
 
 
+def unanswered_calls(history: Sequence[Message]) -> list[str]:
+    """The ids of the tool calls of the history's last assistant turn that have no result
+    in it (a history cut between a call and its results). ARS answers each one with a
+    note in the view it sends."""
+    end = len(history)
+    while end and history[end - 1].role == "tool":
+        end -= 1
+    if not end:
+        return []
+    answered = {m.tool_call_id for m in history[end:]}
+    return [c.id for c in history[end - 1].tool_calls if c.id not in answered]
+
+
+def _closed(block: list[Message]) -> list[Message]:
+    """``block`` with the calls its last turn leaves unanswered taken out of that message,
+    so that repeating it never leaves a call without its result inside a history."""
+    missing = set(unanswered_calls(block))
+    if not missing:
+        return block
+    end = max(i for i, m in enumerate(block) if m.role != "tool")
+    calls = tuple(c for c in block[end].tool_calls if c.id not in missing)
+    return [*block[:end], attrs.evolve(block[end], tool_calls=calls), *block[end + 1 :]]
+
+
 def tiled(runs: Sequence[Run], n: int, block: int) -> tuple[Message | None, list[Message]]:
     """``n`` messages made of one ``block``-message stretch of the runs, repeated
-    (fresh message objects and ids for every copy).
+    (fresh message objects and ids for every copy; a call the stretch cuts from its
+    result is taken out of the stretch's last assistant message).
 
     With every history length a multiple of ``block``, the messages appended
     in the timed window are the same at every length, so the timings compare
@@ -111,6 +136,7 @@ def tiled(runs: Sequence[Run], n: int, block: int) -> tuple[Message | None, list
     appended there.
     """
     system, base = concatenated(runs, block)
+    base = _closed(base)  # each copy a whole conversation: no call left unanswered inside
     out: list[Message] = []
     copy = 0
     while len(out) < n:
