@@ -33,7 +33,14 @@ from .engine import deliver_event
 from .errors import is_context_overflow
 from .estimate import is_calibrated
 from .events import EventCheck, check_event
-from .files import DEFAULT_READ_ONLY, decode_text, encode_text, scope_name, text_sha256
+from .files import (
+    DEFAULT_READ_ONLY,
+    decode_text,
+    encode_text,
+    is_temporary,
+    scope_name,
+    text_sha256,
+)
 from .flow import can_compact
 from .hookspecs import hookimpl
 from .layout import OUTPUT_FOLDERS, output_folder
@@ -84,6 +91,7 @@ __all__ = [
     "hookimpl",
     "is_calibrated",
     "is_context_overflow",
+    "is_temporary",
     "output_folder",
     "read_error_text",
     "read_page",

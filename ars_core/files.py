@@ -23,12 +23,14 @@ text without surrogates is plain UTF-8.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import logging
 import os
 import posixpath
 import re
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -59,6 +61,10 @@ TEXT_ERRORS = "surrogatepass"
 VERIFY_LIMIT = 16 * 1024 * 1024
 #: writes go out in pieces of this size
 CHUNK = 1024 * 1024
+#: what the temporary name of an atomic write holds (``.<name>.ars-tmp-<random>``)
+TMP_MARK = ".ars-tmp-"
+#: temporaries of interrupted writes older than this are removed (see FsspecBackend._sweep)
+STALE_TMP_SECONDS = 600
 #: thread-scoped backends a root keeps (the most recently used; see FsspecBackend.scoped)
 MAX_SCOPED = 1024
 #: fsspec protocols of object stores, where one PUT is atomic
@@ -148,6 +154,24 @@ def sanitize_name(name: str, *, default: str = "tool", max_length: int = 64) -> 
     return cleaned[:max_length] or default
 
 
+def is_temporary(path: str) -> bool:
+    """Whether ``path`` names the temporary file of an atomic write
+    (``.<name>.ars-tmp-<random>``)."""
+    name = posixpath.basename(path.rstrip("/"))
+    return name.startswith(".") and TMP_MARK in name
+
+
+def _mtime(info: dict[str, Any]) -> float | None:
+    """A listed file's modification time (seconds since the epoch), when fsspec gives one."""
+    for key in ("mtime", "LastModified", "last_modified", "created"):
+        value = info.get(key)
+        if isinstance(value, int | float):
+            return float(value)
+        if isinstance(value, datetime.datetime):
+            return value.timestamp()
+    return None
+
+
 def scope_name(scope: str) -> str:
     """A file-system-safe, collision-free directory name for a scope (thread id).
 
@@ -234,6 +258,7 @@ class FsspecBackend:
         self.announce = announce
         self._children: OrderedDict[str, FsspecBackend] = OrderedDict()
         self._children_lock = threading.Lock()
+        self._swept: OrderedDict[str, None] = OrderedDict()
 
     def scoped(self, scope: str) -> FsspecBackend:
         """The same storage, scoped to one thread (``threads/<scope>/``).
@@ -341,7 +366,10 @@ class FsspecBackend:
         if self._protocols() & (OBJECT_STORES | {"memory"}):
             self.fs.pipe_file(host, data)  # one PUT: the object appears whole or not at all
             return
-        tmp = posixpath.join(parent, f".{posixpath.basename(host)}.ars-tmp-{uuid.uuid4().hex[:12]}")
+        self._sweep(parent)
+        tmp = posixpath.join(
+            parent, f".{posixpath.basename(host)}{TMP_MARK}{uuid.uuid4().hex[:12]}"
+        )
         try:
             with self.fs.open(tmp, "wb") as fh:
                 pieces = memoryview(data)  # slices of it are views, not copies
@@ -362,6 +390,35 @@ class FsspecBackend:
             except Exception:  # the original error matters more
                 pass
             raise
+
+    def _sweep(self, parent: str) -> None:
+        """Remove the temporaries of interrupted writes (``.<name>.ars-tmp-<random>``,
+        a writer killed between writing and renaming) older than
+        :data:`STALE_TMP_SECONDS` from ``parent``: once per folder and process,
+        before the first write there (a younger one may be another writer's)."""
+        with self._children_lock:
+            if parent in self._swept:
+                return
+            self._swept[parent] = None
+            while len(self._swept) > MAX_SCOPED:
+                self._swept.popitem(last=False)
+        try:
+            entries = self.fs.ls(parent, detail=True)
+        except (OSError, ValueError):
+            return
+        now = time.time()
+        for info in entries:
+            name = str(info.get("name", ""))
+            if not is_temporary(name) or info.get("type") != "file":
+                continue
+            mtime = _mtime(info)
+            if mtime is None or now - mtime < STALE_TMP_SECONDS:
+                continue
+            try:
+                self.fs.rm_file(name)
+            except (OSError, ValueError):
+                continue
+            log.info("ARS: removed %s, left by an interrupted write", name)
 
     def read_text(self, path: str) -> str:
         norm = check_path(path, read_only=self.read_only)

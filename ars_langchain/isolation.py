@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
 from typing import Any
 
-from ars_core.adapter import scope_name
+from ars_core.adapter import is_temporary, scope_name
 
 try:
     from deepagents.backends.protocol import (
@@ -49,18 +49,10 @@ try:
 except ImportError:  # pragma: no cover - deepagents is part of the langchain extra
     BackendProtocol = object  # type: ignore[assignment,misc]
 
-__all__ = ["CURRENT_SCOPE", "TMP_MARK", "ThreadIsolatedBackend", "is_temporary"]
+__all__ = ["CURRENT_SCOPE", "ThreadIsolatedBackend"]
 
 #: the file scope (thread) of the tool call in progress
 CURRENT_SCOPE: ContextVar[str | None] = ContextVar("ars_current_scope", default=None)
-#: what the temporary name of an atomic write holds (``.<name>.ars-tmp-<random>``)
-TMP_MARK = ".ars-tmp-"
-
-
-def is_temporary(path: str) -> bool:
-    """Whether ``path`` names the temporary file of an atomic write."""
-    name = posixpath.basename(path.rstrip("/"))
-    return name.startswith(".") and TMP_MARK in name
 
 
 class ThreadIsolatedBackend(BackendProtocol):

@@ -64,6 +64,19 @@ def _script(top: str) -> list[AIMessage]:
     ]
 
 
+def shared_agent(model: FakeToolChatModel, backend: FilesystemBackend) -> Any:
+    """A deep agent with ARS on ``backend`` (shared by its threads); summaries are fake."""
+    mw = ArsSummarizationMiddleware(DA_CONFIG, backend=backend, summarizer=FakeSummarizer())
+    return create_deep_agent(
+        model,
+        tools=[big_output],
+        middleware=[mw],
+        backend=backend,
+        checkpointer=InMemorySaver(),
+        subagents=[],
+    )
+
+
 def _texts(state: dict[str, Any]) -> dict[str, ToolMessage]:
     return {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
 
@@ -79,17 +92,7 @@ def test_no_file_tool_reaches_another_threads_files(
     virtual = storage == "filesystem-virtual"
     backend = FilesystemBackend(root_dir=root, virtual_mode=virtual)
     model = FakeToolChatModel(_script("/" if virtual else root.as_posix()))
-    # a long run of tool calls may summarize: the summary is not the main model's to answer
-    mw = ArsSummarizationMiddleware(DA_CONFIG, backend=backend, summarizer=FakeSummarizer())
-    agent = create_deep_agent(
-        model,
-        tools=[big_output],
-        middleware=[mw],
-        backend=backend,
-        checkpointer=InMemorySaver(),
-        subagents=[],
-    )
-    a, b = _run(agent, mode)
+    a, b = _run(shared_agent(model, backend), mode)
     alice_file = root / "threads" / "thread-a" / PATH
     assert alice_file.read_text(encoding="utf-8") == BIG  # unchanged
 
@@ -112,3 +115,30 @@ def test_no_file_tool_reaches_another_threads_files(
     # Bob's own folder is his
     assert bob["b-8"].status != "error"
     assert (root / "threads" / "thread-b" / "notes.txt").read_text() == "bob's own"
+
+
+@pytest.mark.spec("R52", "R56")
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_deepagents_listings_do_not_show_temporaries(mode: str, tmp_path: Path) -> None:
+    """A live writer's temporary in the thread's folder is left alone and never
+    listed: ``ls`` and ``glob`` leave it out."""
+    from tests.core.test_stale_temporaries import leftovers
+
+    root = tmp_path / "root"
+    _, fresh = leftovers(root / "threads" / "thread-a" / "outputs" / "large_tool_results")
+    listed = "/threads/thread-a/outputs/large_tool_results"
+    model = FakeToolChatModel(
+        [
+            AIMessage("", id="a1", tool_calls=[tool_call("big_output", {"n": 150}, "a-big")]),
+            AIMessage("", id="a2", tool_calls=[tool_call("ls", {"path": listed}, "a-ls")]),
+            AIMessage("", id="a3", tool_calls=[tool_call("glob", {"pattern": "**/*"}, "a-glob")]),
+            AIMessage("done", id="a4"),
+            AIMessage("done", id="b1"),
+        ]
+    )
+    agent = shared_agent(model, FilesystemBackend(root_dir=root, virtual_mode=True))
+    a, _ = _run(agent, mode)
+    results = {k: m.text for k, m in _texts(a).items()}
+    assert fresh.exists()
+    assert NAME in results["a-ls"] and "ars-tmp" not in results["a-ls"]
+    assert NAME in results["a-glob"] and "ars-tmp" not in results["a-glob"]
