@@ -26,19 +26,28 @@ The rules
 ---------
 - summary bound (:func:`summary_token_limit`): ``summary_max_tokens``, or
   ``T2`` at least :data:`SUMMARY_TOKENS_FLOOR` and at most ``T/2``.
-- lean rounds (:func:`summary_budget`): the summary carries the whole task at
-  :data:`TASK_SHARE` of it plus ``T/8`` for the rest (files, tool calls,
-  errors, conclusions), at least :data:`SUMMARY_TOKENS_FLOOR`, at most the
-  summary bound; a task too large for that share grows the bound to carry it
-  at :data:`TASK_SHARE_MAX`, up to ``T - fixed - T/8``
-  (:func:`large_task_ceiling`), and :func:`task_budget` is the task's room.
-- the kept tail: what is left under ``T2`` beside the fixed part of the
-  request (system, tools, the summary's frame) and the summary bound.
+- the kept tail (:func:`kept_tail_room`): a lean round keeps at least the
+  newest ``min(keep, the messages that fit half the room under T2)``
+  verbatim (the room: ``T2`` less the fixed part of the request: system,
+  tools, the summary's frame), tool calls with their results and the newest
+  user request among the latest ``keep``; with ``summary_max_tokens`` set,
+  whatever of the room that budget leaves, if more.
+- lean rounds' summary (:func:`lean_summary_budget`): the task's need
+  (:func:`summary_budget`: the whole task at :data:`TASK_SHARE` of it plus
+  ``T/8`` for files, tool calls, errors, conclusions) plus the conversation
+  it summarizes (what the user and the assistant said, when that is most of
+  the summarized part), never more than the kept tail leaves under ``T2``,
+  always room for the whole task at its share; at least
+  :data:`SUMMARY_TOKENS_FLOOR`, at most the summary bound. A task too large
+  for that grows the bound to carry it at :data:`TASK_SHARE_MAX`, up to
+  ``T - fixed - T/8`` (:func:`large_task_ceiling`; the kept tail then takes
+  what is left under ``T - T/8``), and :func:`task_budget` is the task's room.
 - summary input: ``T/2`` (at least :data:`SUMMARY_INPUT_FLOOR`) for fixed
   rounds (:func:`default_input_budget`); for lean rounds what
   :func:`~ars_core.summarize.condense_history` keeps whole plus ``T/12`` of
   the rest (at least :data:`INPUT_REST_FLOOR`, at most ``T/8``), capped at
-  ``T/2`` or the task's room plus that rest (:func:`summary_input_budget`).
+  ``T/2`` or the task's room plus that rest, and a chat's turns whole, up to
+  ``T`` (:func:`summary_input_budget`).
 """
 
 from __future__ import annotations
@@ -231,7 +240,7 @@ def summary_input_budget(
 ) -> int:
     """What the summary model reads in a lean round, in tokens: what
     :func:`~ars_core.summarize.condense_history` keeps whole (``whole``:
-    previous summary, system messages, every user request, the newest message)
+    previous summary, system messages, the task's requests, the newest message)
     plus ``T/12`` of the rest (at least :data:`INPUT_REST_FLOOR`, but not above
     ``T/8``: small windows summarize little at a time, and their anchors are in
     that rest), at most ``T/2`` (at least 1,024), or, when the task has a room

@@ -260,7 +260,7 @@ class _Cut:
     start: int  # 1 when effective[0] is the previous summary
     previous: int  # the previous event's global cutoff
     global_: int
-    task: list[str]  # the task statement the summary carries (every user request)
+    task: list[str]  # the task statement: the requests that set the work, the newest
     summary_limit: int  # the tokens the summary may take
     task_limit: int | None = None  # the task's own room in it (a task too large for its share)
 

@@ -3,7 +3,7 @@
 ARS condenses the history it summarizes to a token budget before the summary
 call. A smaller budget makes every summary call cheaper; it must not cost
 retention. The default (lean rounds) sizes the round from its task: the
-summary model reads what it keeps whole (previous summary, every user request,
+summary model reads what it keeps whole (previous summary, the task's requests,
 the newest message) plus T/12 of the rest, the summary may take the task's
 room plus T/8, and the cutoff leaves the new view under the L2 threshold.
 Beside it, the fixed rounds (``Compressor(lean_rounds=False)``: the latest
@@ -135,7 +135,7 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
         f"{data['runs']} runs (the largest), keep {data['keep']}, built-in summarizer; "
         "a summarized view is any request after the first L2 round of a run. "
         f'"{LEAN}" is the default (lean rounds): the summary model reads what it keeps '
-        "whole (previous summary, every user request, the newest message) plus T/12 of the "
+        "whole (previous summary, the task's requests, the newest message) plus T/12 of the "
         "rest, the summary may take the task's room plus T/8, and the cutoff leaves the new "
         'view under the L2 threshold. "fixed rounds": `Compressor(lean_rounds=False)`, the '
         "latest `keep` messages and the summary bound `summary_token_limit`, with the summary "

@@ -2,7 +2,8 @@
 
 Over the replayed runs at each threshold, every request a summary round
 produced (the view right after the summary) is checked for the task
-statement: every user request so far (:func:`ars_core.retention.task_statement`),
+statement: the request(s) that set the work and the newest request so far
+(:func:`ars_core.retention.task_statement`),
 measured by :func:`ars_core.retention.task_retention` (the share of its words
 in 5-word runs found verbatim in the view). A view keeps the task when it holds
 at least 90% of it. Target for ARS with its built-in summarizer: at least 95%
@@ -108,7 +109,8 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
         f"{data['runs']} runs (the largest), keep {data['keep']}, every policy summarizing with "
         "the built-in extractive summarizer. A summarized view is the request a summary round "
         "produced; it keeps the task when it holds at least "
-        f"{100 * TASK_KEPT:.0f}% of the task statement (every user request so far, measured in "
+        f"{100 * TASK_KEPT:.0f}% of the task statement (the requests that set the work and the "
+        "newest one, measured in "
         '5-word runs found verbatim). "trim None": the peer with '
         "`trim_tokens_to_summarize=None`."
     )
