@@ -9,6 +9,7 @@ state. See :class:`Compressor` for the entry point.
 from __future__ import annotations
 
 from .archive import read_archive, read_history
+from .checkpoint import SummarizationEvent, effective_messages, to_global_cutoff
 from .config import CHINESE_SUMMARY_PROMPT, DEFAULT_SUMMARY_PROMPT, SummaryConfig
 from .engine import CallOutcome, Compaction, Compressor, StateUpdate
 from .errors import (
@@ -32,13 +33,6 @@ from .estimate import (
     TiktokenEstimator,
     default_estimator,
 )
-from .events import (
-    CompressionEvent,
-    SummarizationEvent,
-    describe_event,
-    effective_messages,
-    to_global_cutoff,
-)
 from .files import FileBackend, FsspecBackend, check_path, sanitize_name
 from .hookspecs import hookimpl
 from .messages import (
@@ -61,6 +55,7 @@ from .resolve import default_backend
 from .retention import Retention, audit_retention, task_retention, task_statement
 from .round import CompressionRound
 from .sse import SSE_EVENT_NAME, encode_sse, sse_frame
+from .stream import CompressionEvent, describe_event
 from .summarize import (
     AsyncSummarizer,
     CallableSummarizer,

@@ -28,11 +28,11 @@ has anything to summarize (what a compaction tool answers before scheduling).
 
 from __future__ import annotations
 
+from .checkpoint import EventCheck, check_event
 from .config import CONFIG_FIELDS
 from .engine import deliver_event
 from .errors import is_context_overflow
 from .estimate import is_calibrated
-from .events import EventCheck, check_event
 from .files import (
     DEFAULT_READ_ONLY,
     decode_text,

@@ -32,10 +32,10 @@ import attrs
 from .archive import ArchiveLog, ArchivePlan, HistoryArchive
 from .capabilities import AsyncBackend, AsyncBytesBackend, BytesBackend, StateBoundBackend, has
 from .errors import SummarizerError
-from .events import CompressionEvent
 from .files import FileBackend
 from .l1 import FileWrite
 from .messages import Message
+from .stream import CompressionEvent
 from .summarize import AsyncSummarizer, Summarizer, SummaryResult
 from .summary_call import SummaryCall, call_async, call_sync, check_summary, summary_failure
 

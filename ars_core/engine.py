@@ -8,7 +8,7 @@ effect handlers of :mod:`ars_core.effects`: in order when synchronous,
 archive and summary concurrently when asynchronous.
 
 The outcome carries the model response, the view that was sent, the state
-update to persist (a new :class:`~ars_core.events.SummarizationEvent` and any
+update to persist (a new :class:`~ars_core.checkpoint.SummarizationEvent` and any
 tail messages replaced under overflow) and the stream events.
 """
 
@@ -25,11 +25,11 @@ import anyio.to_thread
 import attrs
 
 from .archive import ArchiveLog
+from .checkpoint import SummarizationEvent
 from .config import SummaryConfig
 from .effects import AsyncEffects, SyncEffects, WrittenPaths, describe, run_async, run_sync
 from .errors import ConfigError, is_context_overflow
 from .estimate import OFFLOAD_CHARS, Estimator, Tools, default_estimator, uncounted_chars
-from .events import CompressionEvent, EventEmitter, SummarizationEvent
 from .files import FileBackend
 from .flow import CallOutcome, StateUpdate, flow
 from .l1 import ARG_CHAR_LIMIT, TRUNCATE_TOOLS
@@ -45,6 +45,7 @@ from .resolve import (
     resolve_summarizer,
 )
 from .round import CompressionRound
+from .stream import CompressionEvent, EventEmitter
 from .summarize import AsyncSummarizer, ExtractiveSummarizer, Summarizer
 from .typing import ModelCall, OverflowClassifier, SummarizerLike
 

@@ -40,6 +40,17 @@ from .budget import (
     task_budget,
     thresholds,
 )
+from .checkpoint import (
+    EventCheck,
+    SummarizationEvent,
+    anchor_at,
+    apply_sent_forms,
+    check_event,
+    effective_messages,
+    message_key,
+    sent_forms_of,
+    to_global_cutoff,
+)
 from .config import SummaryConfig
 from .effects import (
     ArchiveAndSummarize,
@@ -58,20 +69,6 @@ from .estimate import (
     is_incremental,
     message_sizes,
     message_tokens,
-)
-from .events import (
-    CompressionEvent,
-    EventCheck,
-    Level,
-    Phase,
-    SummarizationEvent,
-    anchor_at,
-    apply_sent_forms,
-    check_event,
-    effective_messages,
-    message_key,
-    sent_forms_of,
-    to_global_cutoff,
 )
 from .l1 import offload_oversized_user_messages, plan_l1
 from .l1_media import media_offloader, offload_inline_media
@@ -94,6 +91,7 @@ from .retention import (
     task_retention,
     task_statement,
 )
+from .stream import CompressionEvent, Level, Phase
 from .summarize import (
     ExtractiveSummarizer,
     SummaryResult,

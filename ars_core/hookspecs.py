@@ -18,7 +18,7 @@ from typing import Any
 
 import pluggy
 
-from .events import CompressionEvent
+from .stream import CompressionEvent
 from .summarize import AsyncSummarizer, Summarizer
 
 __all__ = ["Register", "hookimpl", "hookspec"]

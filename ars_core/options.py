@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 if TYPE_CHECKING:
-    from .events import SummarizationEvent
+    from .checkpoint import SummarizationEvent
     from .files import FileBackend
     from .messages import Message
     from .typing import EventEmitter, SummarizerLike, Tools

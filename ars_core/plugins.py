@@ -33,8 +33,8 @@ import pluggy
 from . import builtins, hookspecs
 from .errors import PluginError
 from .estimate import Estimator
-from .events import CompressionEvent
 from .files import FileBackend
+from .stream import CompressionEvent
 from .summarize import AsyncSummarizer, Summarizer
 
 __all__ = [

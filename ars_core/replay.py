@@ -33,11 +33,11 @@ from typing import Any
 import attrs
 
 from .capabilities import WholeHistorySummarizer, has
+from .checkpoint import SummarizationEvent
 from .config import SummaryConfig
 from .engine import CallOutcome, Compressor
 from .errors import MessageFormatError
 from .estimate import Estimator, message_tokens
-from .events import SummarizationEvent
 from .files import FileBackend, FsspecBackend, sanitize_name
 from .layout import HISTORY_DIR, LARGE_TOOL_RESULTS_DIR, TRIMMED_DIR
 from .messages import Message, read_messages

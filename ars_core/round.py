@@ -23,9 +23,9 @@ from typing import Self
 
 import attrs
 
-from .events import CompressionEvent
 from .flow import CallOutcome
 from .l2 import describe_error
+from .stream import CompressionEvent
 
 __all__ = ["CompressionRound"]
 

@@ -9,7 +9,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .events import CompressionEvent
+from .stream import CompressionEvent
 
 __all__ = ["SSE_EVENT_NAME", "encode_sse", "sse_frame"]
 

@@ -30,10 +30,10 @@ import anyio
 
 from .errors import ContextOverflowError, FileBackendError
 from .estimate import Estimator, default_estimator
-from .events import CompressionEvent
 from .files import FileBackend, FsspecBackend
 from .hookspecs import hookimpl
 from .messages import Message, from_openai
+from .stream import CompressionEvent
 from .summarize import SummaryResult, Usage, render_prompt
 
 __all__ = [

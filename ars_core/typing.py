@@ -14,9 +14,9 @@ from typing import Callable as TypingCallable  # noqa: UP035  (resolves nested r
 
 if TYPE_CHECKING:
     from .estimate import Estimator
-    from .events import CompressionEvent
     from .files import FileBackend
     from .messages import Message
+    from .stream import CompressionEvent
     from .summarize import AsyncSummarizer, Summarizer
 
 __all__ = [

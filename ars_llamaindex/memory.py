@@ -19,7 +19,7 @@ Storage layout in the chat store (one conversation = one ``chat_store_key``):
   summary and forge her next view). A new process with the same store
   rebuilds the same view from it.
   The core checks the event's anchor against the stored messages on every
-  call (:func:`ars_core.events.check_event`): after an edit a re-anchored
+  call (:func:`ars_core.checkpoint.check_event`): after an edit a re-anchored
   event is appended, and when the summarized messages are gone a record with
   ``"event": null`` drops it. A corrupt record is skipped with a warning.
 
