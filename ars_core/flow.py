@@ -25,23 +25,19 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Generator, Sequence
-from typing import Any, Protocol
+from collections.abc import Generator, Sequence
+from typing import Any
 
 import attrs
 
 from .archive import HistoryArchive
 from .budget import (
-    SUMMARY_TOKENS_FLOOR,
     default_input_budget,
-    kept_tail_room,
-    lean_summary_budget,
     summary_input_budget,
-    task_budget,
     thresholds,
 )
+from .call_state import CallOutcome, CallState, Cut, FlowSettings, L1View, StateUpdate, Tail
 from .checkpoint import (
-    EventCheck,
     SummarizationEvent,
     anchor_at,
     apply_sent_forms,
@@ -49,9 +45,8 @@ from .checkpoint import (
     effective_messages,
     message_key,
     sent_forms_of,
-    to_global_cutoff,
 )
-from .config import SummaryConfig
+from .cutoff import choose_cut, conversation_tokens
 from .effects import (
     ArchiveAndSummarize,
     Archived,
@@ -75,28 +70,23 @@ from .l1_media import media_offloader, offload_inline_media
 from .l2 import (
     build_summary_message,
     describe_error,
-    forbidden_cuts,
     select_cutoff,
     trim_tail,
     validate_summary,
 )
-from .layout import HISTORY_DIR
-from .memo import Memo, estimator_key
+from .memo import Memo
 from .messages import Message
-from .pairing import pair_tool_calls
 from .retention import (
     Retention,
     audit_retention,
     is_user_request,
     task_retention,
-    task_statement,
 )
-from .stream import CompressionEvent, Level, Phase
+from .stream import CompressionEvent
 from .summarize import (
     ExtractiveSummarizer,
     SummaryResult,
     condense_history,
-    turn_tokens,
     whole_tokens,
 )
 from .summary_call import InputHalver, RetryPolicy, SummaryCall
@@ -107,167 +97,6 @@ __all__ = ["CallOutcome", "FlowSettings", "StateUpdate", "can_compact", "flow"]
 log = logging.getLogger("ars")
 
 Flow = Generator[Effect, Any, "CallOutcome"]
-#: an archive path of the length the engine writes: sizes the summary message's frame
-_SAMPLE_PATH = f"{HISTORY_DIR}/history-{0:06d}-{0:06d}-{0:016x}.jsonl"
-
-
-@attrs.frozen
-class StateUpdate:
-    """What to persist after a call: the new event, and the kept-tail messages
-    trimmed under overflow as ``(state index, new message)``.
-
-    ``event`` is also set when the stored event was re-anchored after the
-    history was edited; ``clear_event`` (with ``event=None``) says the stored
-    event no longer matches the history and must be removed."""
-
-    event: SummarizationEvent | None = None
-    replaced: tuple[tuple[int, Message], ...] = ()
-    clear_event: bool = False
-
-
-@attrs.frozen
-class CallOutcome:
-    """The result of one wrapped model call."""
-
-    response: Any
-    view: Sequence[Message]
-    update: StateUpdate | None
-    events: tuple[CompressionEvent, ...]
-    level: Level | None
-    forced: bool
-    tokens_before: int
-    tokens_after: int
-
-
-class FlowSettings(Protocol):
-    """What the flow reads from its engine (a :class:`~ars_core.Compressor`)."""
-
-    config: SummaryConfig
-    estimator: Estimator
-    memo: Memo
-    arg_char_limit: int
-    truncate_tools: tuple[str, ...]
-    summary_input_tokens: int | None
-    is_overflow: Callable[[BaseException], bool]
-    stable_views: bool
-    lean_rounds: bool
-    threshold_source: str | None
-
-
-@attrs.define
-class _Round:
-    """One call's state: its inputs, its measurements, and the events so far."""
-
-    settings: FlowSettings
-    state: Sequence[Message]
-    check: EventCheck
-    event: SummarizationEvent | None
-    effective: list[Message]
-    raw: Sequence[Message]  # the effective messages as in state (archived losslessly)
-    extra: int
-    tokens_before: int
-    threshold: int
-    l2_threshold: int
-    forced: bool
-    thread: str | None
-    requested: bool = False  # on demand (a compaction tool, compact_now): L2 now
-    round_id: str = ""
-    started: bool = False
-    reached: Level = "L1"
-    emitted: list[CompressionEvent] = attrs.field(factory=list)
-    orphan_results: int = 0  # tool results left out of the view sent (no call heads them)
-    unanswered_calls: int = 0  # tool calls answered with a synthetic result in the view
-
-    def send(self, view: list[Message]) -> list[Message]:
-        """``view`` as it is sent: every tool call paired with its result."""
-        paired = pair_tool_calls(view)
-        if paired.changed:
-            self.orphan_results = len(paired.orphans)
-            self.unanswered_calls = len(paired.unanswered)
-        return paired.view
-
-    def record(self, phase: Phase, level: Level, **kw: Any) -> Emit:
-        self.round_id = self.round_id or uuid.uuid4().hex[:12]
-        if phase != "started":
-            kw.setdefault("orphan_results", self.orphan_results)
-            kw.setdefault("unanswered_calls", self.unanswered_calls)
-        event = CompressionEvent(
-            phase=phase,
-            level=level,
-            round_id=self.round_id,
-            forced=self.forced,
-            requested=self.requested,
-            tokens_before=self.tokens_before,
-            threshold=self.settings.config.threshold_tokens,
-            threshold_source=self.settings.threshold_source,
-            **kw,
-        )
-        self.emitted.append(event)
-        return Emit(event)
-
-    def start(self, level: Level) -> Emit:
-        self.started = True
-        return self.record("started", level)
-
-    def outcome(
-        self,
-        result: ModelResult,
-        view: Sequence[Message],
-        level: Level | None,
-        tokens_after: int,
-        update: StateUpdate | None = None,
-    ) -> CallOutcome:
-        if update is None and self.check.changed:  # re-anchored or dropped: persist that
-            update = StateUpdate(event=self.check.event, clear_event=self.check.event is None)
-        return CallOutcome(
-            response=result.response,
-            view=view,
-            update=update,
-            events=tuple(self.emitted),
-            level=level,
-            forced=self.forced,
-            tokens_before=self.tokens_before,
-            tokens_after=tokens_after,
-        )
-
-    def overflowed(self, result: ModelResult) -> bool:
-        """``True`` when the model failed with a context overflow (the round is
-        forced from now on); any other error is raised."""
-        if result.error is None:
-            return False
-        if not self.settings.is_overflow(result.error):
-            raise result.error
-        self.forced = True
-        return True
-
-    def tokens(self, view: Sequence[Message]) -> int:
-        est = self.settings.estimator
-        return self.extra + sum(message_tokens(est, m) for m in view)
-
-
-@attrs.frozen
-class _L1View:
-    view: list[Message]
-    tokens: int
-    fields: dict[str, Any]  # what a stream event reports about L1
-
-
-@attrs.frozen
-class _Cut:
-    local: int  # into the effective messages
-    start: int  # 1 when effective[0] is the previous summary
-    previous: int  # the previous event's global cutoff
-    global_: int
-    task: list[str]  # the task statement: the requests that set the work, the newest
-    summary_limit: int  # the tokens the summary may take
-    task_limit: int | None = None  # the task's own room in it (a task too large for its share)
-
-
-@attrs.frozen
-class _Tail:
-    view: list[Message]  # [summary, *kept tail]
-    tokens: int
-    replaced: tuple[tuple[int, Message], ...] = ()  # trimmed kept messages, by state index
 
 
 def flow(
@@ -301,7 +130,7 @@ def flow(
         effective = apply_sent_forms(list(effective), event)
     extra = _count_extra(est, system, tools)
     history_tokens = _history_tokens(settings.memo, est, effective)
-    r = _Round(
+    r = CallState(
         settings=settings,
         state=state,
         check=check,
@@ -334,7 +163,7 @@ def can_compact(effective: Sequence[Message], event: SummarizationEvent | None, 
     return select_cutoff(effective, keep, start=1 if event is not None else 0) is not None
 
 
-def _run(r: _Round) -> Flow:
+def _run(r: CallState) -> Flow:
     if r.check.dropped is not None:
         yield from _dropped_notice(r)
     if not r.forced and not r.requested and r.tokens_before < r.threshold:
@@ -354,7 +183,7 @@ def _run(r: _Round) -> Flow:
         raise
 
 
-def _dropped_notice(r: _Round) -> Generator[Effect, Any, None]:
+def _dropped_notice(r: CallState) -> Generator[Effect, Any, None]:
     """The stored event no longer matched the history and was dropped: say so
     in the log and on the stream (a ``started``/``failed`` pair of its own)."""
     stale = r.check.stale
@@ -390,7 +219,7 @@ def _count_extra(est: Estimator, system: Message | str | None, tools: Tools | No
     return est.count([], system=system, tools=tools)
 
 
-def _below_threshold(r: _Round) -> Generator[Effect, Any, CallOutcome | None]:
+def _below_threshold(r: CallState) -> Generator[Effect, Any, CallOutcome | None]:
     """The effective messages go straight to the model; ``None`` when it
     overflowed and the forced path takes over."""
     view = r.send(r.effective)
@@ -400,7 +229,7 @@ def _below_threshold(r: _Round) -> Generator[Effect, Any, CallOutcome | None]:
     return r.outcome(result, view, None, r.tokens_before)
 
 
-def _level1(r: _Round) -> Generator[Effect, Any, _L1View]:
+def _level1(r: CallState) -> Generator[Effect, Any, L1View]:
     """L1 on a copy of the effective messages; the offloaded files are written."""
     s = r.settings
     plan = plan_l1(
@@ -427,10 +256,10 @@ def _level1(r: _Round) -> Generator[Effect, Any, _L1View]:
         - sum(message_sizes(s.estimator, list(replaced.values())))
     )
     fields = {"offloaded": offloaded, "truncated_args": plan.truncated_args}
-    return _L1View(view, tokens, fields)
+    return L1View(view, tokens, fields)
 
 
-def _after_l1(r: _Round, l1: _L1View) -> Flow:
+def _after_l1(r: CallState, l1: L1View) -> Flow:
     """Send the L1 view when it fits the L2 threshold, else summarize (L2)."""
     sent: ModelResult | None = None
     if not r.forced and not r.requested and l1.tokens <= r.l2_threshold:
@@ -439,158 +268,13 @@ def _after_l1(r: _Round, l1: _L1View) -> Flow:
         if not r.overflowed(sent):
             yield r.record("completed", "L1", tokens_after=l1.tokens, **l1.fields)
             return r.outcome(sent, view, "L1", l1.tokens)
-    cut = _cutoff(r, l1)
+    cut = choose_cut(r, l1)
     if cut is None:
         return (yield from _l1_fallback(r, l1, sent))
     return (yield from _level2(r, l1, cut))
 
 
-def _cutoff(r: _Round, l1: _L1View) -> _Cut | None:
-    """Where the summarized part ends. Fixed rounds keep the latest ``keep``
-    messages and a summary at its configured bound. Lean rounds keep at least
-    the newest ``min(keep, the messages that fit half the L2 threshold)``
-    verbatim (tool calls with their results; the newest user request among
-    the latest ``keep`` too) and size the summary to share the room under the
-    L2 threshold with them, so the next round waits for new messages to fill
-    the window again. With ``keep`` or fewer messages, a cut is made only when
-    they do not fit the window. ``None`` when no valid cutoff exists."""
-    s = r.settings
-    keep, start = s.config.summary_keep_messages, 1 if r.event is not None else 0
-    forbidden = forbidden_cuts(r.effective)
-    preferred = select_cutoff(r.effective, keep, start=start, forbidden=forbidden)
-    previous = r.event.cutoff if r.event is not None else 0
-    if not s.lean_rounds:  # the latest `keep` messages, a summary at the configured bound
-        if preferred is None:
-            return None
-        global_ = to_global_cutoff(preferred, r.event)
-        task = task_statement(r.state[:global_])
-        return _Cut(preferred, start, previous, global_, task, s.config.summary_token_limit)
-    window = r.l2_threshold if r.forced else r.threshold  # an overflow: the real one is smaller
-    if preferred is None and l1.tokens <= window:
-        return None  # keep or fewer messages that fit the window: sent as they are
-    # the summary's frame, sized with a cutoff of as many digits (the same text round after
-    # round: counted once)
-    frame = build_summary_message("", cutoff=_nines(len(r.state)), file_path=_SAMPLE_PATH)
-    fixed = r.extra + message_tokens(s.estimator, frame)
-    room = r.l2_threshold - fixed
-    sizes = [message_tokens(s.estimator, m) for m in l1.view[start:]]
-    local = kept_cut(
-        r.effective,
-        keep,
-        start=start,
-        tail_room=kept_tail_room(s.config, room),
-        room=room,
-        sizes=sizes,
-        forbidden=forbidden,
-    )
-    if local is None:
-        return None
-    global_ = to_global_cutoff(local, r.event)
-    task = task_statement(r.state[:global_])
-    task_tokens = _task_tokens(s.memo, s.estimator, task)
-    tail = sum(sizes[local - start :])
-    # after a context overflow the real window is smaller than T: no growing for the task
-    limit = lean_summary_budget(
-        s.config,
-        room=room,
-        tail=tail,
-        task_tokens=task_tokens,
-        fixed_tokens=None if r.forced else fixed,
-        turns=_conversation(l1.view[start:local], s.estimator),
-    )
-    left = r.threshold - r.threshold // 8 - fixed - limit  # what a grown summary leaves
-    if tail > left > room - limit:  # a task too large for the room: the tail takes what is left
-        local = kept_cut(
-            r.effective,
-            keep,
-            start=start,
-            tail_room=max(0, left),
-            room=max(0, left) + SUMMARY_TOKENS_FLOOR,
-            sizes=sizes,
-            forbidden=forbidden,
-        )
-        if local is None:
-            return None
-        global_ = to_global_cutoff(local, r.event)
-        task = task_statement(r.state[:global_])
-    task_room = task_budget(s.config, limit, task_tokens)
-    return _Cut(local, start, previous, global_, task, limit, task_room)
-
-
-def kept_cut(
-    messages: Sequence[Message],
-    keep: int,
-    *,
-    start: int,
-    tail_room: int,
-    room: int,
-    sizes: Sequence[int],
-    forbidden: Sequence[bool],
-) -> int | None:
-    """A lean round's cut in ``messages`` (``messages[start:]`` may be summarized;
-    ``sizes[i]`` is the size of ``messages[start + i]`` as it will be sent):
-    the newest ``min(keep, the messages that fit tail_room)`` (see
-    :func:`~ars_core.budget.kept_tail_room`; at least one) are kept; so is the
-    newest user request among the latest ``keep`` messages, and the cut moves
-    earlier so that no tool call is separated from its results, as long as the
-    summary keeps its floor of ``room`` (the tokens under the L2 threshold
-    beside the fixed part of the request): a tool call that does not fit moves
-    the cut later instead. ``None`` when nothing is left to summarize."""
-    n = len(messages)
-    total, count = 0, 0
-    while count < min(keep, n - start):
-        total += sizes[n - 1 - count - start]
-        if total > tail_room:
-            break
-        count += 1
-    cut = n - max(1, count)
-    newest = _newest_request(messages, max(start, n - keep), cut)
-    if newest is not None and sum(sizes[newest - start :]) <= room - SUMMARY_TOKENS_FLOOR:
-        cut = newest  # the newest request stays in the view as it is, when it fits
-    if cut > start and not forbidden[cut]:
-        return cut
-    earlier = next((c for c in range(cut - 1, start, -1) if not forbidden[c]), None)
-    if earlier is not None and sum(sizes[earlier - start :]) <= room - SUMMARY_TOKENS_FLOOR:
-        return earlier
-    later = next((c for c in range(cut + 1, n) if not forbidden[c]), None)
-    return later if later is not None else earlier
-
-
-def _newest_request(messages: Sequence[Message], low: int, cut: int) -> int | None:
-    """The position of the newest user request in ``messages[low:]`` when it is before
-    ``cut`` (it would be summarized), else ``None``."""
-    for i in range(len(messages) - 1, low - 1, -1):
-        if is_user_request(messages[i]):
-            return i if i < cut else None
-    return None
-
-
-def _conversation(history: Sequence[Message], estimator: Estimator) -> int:
-    """The tokens of what the people said in ``history`` (see
-    :func:`~ars_core.summarize.turn_tokens`) when that is most of it (a chat),
-    else 0 (an agent run: its summary is sized from its task, its input from
-    what it keeps whole)."""
-    turns = turn_tokens(history, estimator)
-    return turns if 2 * turns >= sum(message_sizes(estimator, history)) else 0
-
-
-def _nines(n: int) -> int:
-    """The largest number with as many digits as ``n``."""
-    return int("9" * len(str(n)))
-
-
-def _task_tokens(memo: Memo, estimator: Estimator, task: Sequence[str]) -> int:
-    """The tokens of the task statement (its texts one per paragraph): each request
-    is counted once per estimator (the task is the same round after round, can be
-    long, and a new request adds only its own count); the sum of the parts bounds
-    the count of the whole from above."""
-    if not task:
-        return 0
-    parts = memo.text_tokens(task, estimator_key(estimator), estimator.count_text)
-    return parts + estimator.count_text("\n\n") * (len(task) - 1)
-
-
-def _l1_fallback(r: _Round, l1: _L1View, sent: ModelResult | None) -> Flow:
+def _l1_fallback(r: CallState, l1: L1View, sent: ModelResult | None) -> Flow:
     """No valid cutoff: the L1 view is all there is (an overflow of it propagates)."""
     log.warning(
         "ARS: no valid cutoff for L2 (%d effective messages); sending the L1 view",
@@ -609,7 +293,7 @@ def _l1_fallback(r: _Round, l1: _L1View, sent: ModelResult | None) -> Flow:
     return r.outcome(result, view, "L1" if r.started else None, l1.tokens)
 
 
-def _level2(r: _Round, l1: _L1View, cut: _Cut) -> Flow:
+def _level2(r: CallState, l1: L1View, cut: Cut) -> Flow:
     """Summarize the older history, trim the kept tail if needed, call the model."""
     r.reached = "L2"
     if not r.started:  # the forced path announces itself when L2 begins
@@ -643,7 +327,7 @@ def _level2(r: _Round, l1: _L1View, cut: _Cut) -> Flow:
     return r.outcome(result, view, "L2", sent.tokens, update)
 
 
-def _audit(r: _Round, cut: _Cut, view: Sequence[Message]) -> Retention:
+def _audit(r: CallState, cut: Cut, view: Sequence[Message]) -> Retention:
     """The retention audit of the view this round sends: the task (every user
     request up to the cutoff) and what the agent may need from the newly summarized
     messages (files, commands, errors, tool-call ids). The result is a field of the
@@ -672,7 +356,7 @@ def _audit(r: _Round, cut: _Cut, view: Sequence[Message]) -> Retention:
     return retention
 
 
-def _lost_requests(cut: _Cut, view: Sequence[Message], retention: Retention) -> str:
+def _lost_requests(cut: Cut, view: Sequence[Message], retention: Retention) -> str:
     """What the model no longer sees of the user's requests, in words ("" when
     nothing): the whole task statement, or the newest request when it was
     summarized (no later request kept) and nothing of it is in the view."""
@@ -687,7 +371,7 @@ def _lost_requests(cut: _Cut, view: Sequence[Message], retention: Retention) -> 
     return ""
 
 
-def _summarize(r: _Round, l1: _L1View, cut: _Cut) -> Generator[Effect, Any, SummarizationEvent]:
+def _summarize(r: CallState, l1: L1View, cut: Cut) -> Generator[Effect, Any, SummarizationEvent]:
     """Archive the summarized history and summarize it; the new event."""
     s = r.settings
     archive = HistoryArchive.of(r.raw[cut.start : cut.local], start=cut.previous, thread=r.thread)
@@ -695,7 +379,7 @@ def _summarize(r: _Round, l1: _L1View, cut: _Cut) -> Generator[Effect, Any, Summ
     budget, task_room = s.summary_input_tokens or default_input_budget(r.threshold), None
     if s.lean_rounds and not s.summary_input_tokens:
         task_room = cut.task_limit  # a task too large for its share is read whole
-        whole, turns = whole_tokens(history, s.estimator), _conversation(history, s.estimator)
+        whole, turns = whole_tokens(history, s.estimator), conversation_tokens(history, s.estimator)
         budget = summary_input_budget(r.threshold, whole, task_room, turns)
     cleaned = condense_history(history, budget, s.estimator, task_tokens=task_room)
     call = SummaryCall(
@@ -717,8 +401,8 @@ def _summarize(r: _Round, l1: _L1View, cut: _Cut) -> Generator[Effect, Any, Summ
 
 
 def _new_event(
-    r: _Round,
-    cut: _Cut,
+    r: CallState,
+    cut: Cut,
     summary: SummaryResult | SummarizerError,
     call: SummaryCall,
     archived: Archived,
@@ -773,14 +457,14 @@ def _failed_usage(summary: SummaryResult | SummarizerError) -> Usage | None:
 
 
 def _trim_tail(
-    r: _Round, l1: _L1View, cut: _Cut, summary: Message
-) -> Generator[Effect, Any, _Tail]:
+    r: CallState, l1: L1View, cut: Cut, summary: Message
+) -> Generator[Effect, Any, Tail]:
     """``[summary, *kept tail]``; when that is still over capacity, the tail
     is trimmed further and the trimmed messages are returned to persist."""
     s, tail = r.settings, l1.view[cut.local :]
     view = [summary, *tail]
     capacity = r.l2_threshold if r.forced else r.threshold
-    untrimmed = _Tail(view, r.tokens(view))
+    untrimmed = Tail(view, r.tokens(view))
     if untrimmed.tokens <= capacity:
         return untrimmed
     trim = trim_tail(
@@ -798,4 +482,4 @@ def _trim_tail(
     view = [summary, *(trim.tail[j] if j in ok else m for j, m in enumerate(tail))]
     # the seed's rule: the trimmed tail is persisted only under a context overflow
     replaced = tuple((cut.global_ + j, trim.tail[j]) for j in sorted(ok)) if r.forced else ()
-    return _Tail(view, r.tokens(view), replaced)
+    return Tail(view, r.tokens(view), replaced)

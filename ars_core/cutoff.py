@@ -1,0 +1,173 @@
+"""Where an L2 round cuts the history, and what its summary may take.
+
+:func:`choose_cut` is the cutoff of one round (:class:`~ars_core.call_state.Cut`):
+fixed rounds keep the latest ``summary_keep_messages`` and a summary at its
+configured bound; lean rounds size the kept tail and the summary to share the
+room under the L2 threshold (the rules are in :mod:`ars_core.budget`), without
+separating a tool call from its results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .budget import SUMMARY_TOKENS_FLOOR, kept_tail_room, lean_summary_budget, task_budget
+from .call_state import CallState, Cut, L1View
+from .checkpoint import to_global_cutoff
+from .estimate import Estimator, message_sizes, message_tokens
+from .l2 import build_summary_message, forbidden_cuts, select_cutoff
+from .layout import HISTORY_DIR
+from .memo import Memo, estimator_key
+from .messages import Message
+from .retention import is_user_request, task_statement
+from .summarize import turn_tokens
+
+__all__ = ["choose_cut", "conversation_tokens", "kept_cut"]
+
+#: an archive path of the length the engine writes: sizes the summary message's frame
+_SAMPLE_PATH = f"{HISTORY_DIR}/history-{0:06d}-{0:06d}-{0:016x}.jsonl"
+
+
+def choose_cut(r: CallState, l1: L1View) -> Cut | None:
+    """Where the summarized part ends. Fixed rounds keep the latest ``keep``
+    messages and a summary at its configured bound. Lean rounds keep at least
+    the newest ``min(keep, the messages that fit half the L2 threshold)``
+    verbatim (tool calls with their results; the newest user request among
+    the latest ``keep`` too) and size the summary to share the room under the
+    L2 threshold with them, so the next round waits for new messages to fill
+    the window again. With ``keep`` or fewer messages, a cut is made only when
+    they do not fit the window. ``None`` when no valid cutoff exists."""
+    s = r.settings
+    keep, start = s.config.summary_keep_messages, 1 if r.event is not None else 0
+    forbidden = forbidden_cuts(r.effective)
+    preferred = select_cutoff(r.effective, keep, start=start, forbidden=forbidden)
+    if not s.lean_rounds:  # the latest `keep` messages, a summary at the configured bound
+        if preferred is None:
+            return None
+        return _cut_at(r, preferred, start, s.config.summary_token_limit)
+    window = r.l2_threshold if r.forced else r.threshold  # an overflow: the real one is smaller
+    if preferred is None and l1.tokens <= window:
+        return None  # keep or fewer messages that fit the window: sent as they are
+    return _lean_cut(r, l1, keep, start, forbidden)
+
+
+def _cut_at(r: CallState, local: int, start: int, limit: int, task_room: int | None = None) -> Cut:
+    """The cut at ``local`` (in the effective messages), carrying every request before it."""
+    global_ = to_global_cutoff(local, r.event)
+    previous = r.event.cutoff if r.event is not None else 0
+    task = task_statement(r.state[:global_])
+    return Cut(local, start, previous, global_, task, limit, task_room)
+
+
+def _lean_cut(
+    r: CallState, l1: L1View, keep: int, start: int, forbidden: Sequence[bool]
+) -> Cut | None:
+    """A lean round's cut: the kept tail and the summary share the room under T2."""
+    s = r.settings
+    # the summary's frame, sized with a cutoff of as many digits (the same text round after
+    # round: counted once)
+    frame = build_summary_message("", cutoff=_nines(len(r.state)), file_path=_SAMPLE_PATH)
+    fixed = r.extra + message_tokens(s.estimator, frame)
+    room = r.l2_threshold - fixed
+    sizes = [message_tokens(s.estimator, m) for m in l1.view[start:]]
+    tail_room = kept_tail_room(s.config, room)
+    local = kept_cut(
+        r.effective, keep, start=start, tail_room=tail_room, room=room, sizes=sizes,
+        forbidden=forbidden,
+    )  # fmt: skip
+    if local is None:
+        return None
+    task = task_statement(r.state[: to_global_cutoff(local, r.event)])
+    task_tokens = _task_tokens(s.memo, s.estimator, task)
+    tail = sum(sizes[local - start :])
+    # after a context overflow the real window is smaller than T: no growing for the task
+    limit = lean_summary_budget(
+        s.config,
+        room=room,
+        tail=tail,
+        task_tokens=task_tokens,
+        fixed_tokens=None if r.forced else fixed,
+        turns=conversation_tokens(l1.view[start:local], s.estimator),
+    )
+    left = r.threshold - r.threshold // 8 - fixed - limit  # what a grown summary leaves
+    if tail > left > room - limit:  # a task too large for the room: the tail takes what is left
+        local = kept_cut(
+            r.effective, keep, start=start, tail_room=max(0, left),
+            room=max(0, left) + SUMMARY_TOKENS_FLOOR, sizes=sizes, forbidden=forbidden,
+        )  # fmt: skip
+        if local is None:
+            return None
+    return _cut_at(r, local, start, limit, task_budget(s.config, limit, task_tokens))
+
+
+def kept_cut(
+    messages: Sequence[Message],
+    keep: int,
+    *,
+    start: int,
+    tail_room: int,
+    room: int,
+    sizes: Sequence[int],
+    forbidden: Sequence[bool],
+) -> int | None:
+    """A lean round's cut in ``messages`` (``messages[start:]`` may be summarized;
+    ``sizes[i]`` is the size of ``messages[start + i]`` as it will be sent):
+    the newest ``min(keep, the messages that fit tail_room)`` (see
+    :func:`~ars_core.budget.kept_tail_room`; at least one) are kept; so is the
+    newest user request among the latest ``keep`` messages, and the cut moves
+    earlier so that no tool call is separated from its results, as long as the
+    summary keeps its floor of ``room`` (the tokens under the L2 threshold
+    beside the fixed part of the request): a tool call that does not fit moves
+    the cut later instead. ``None`` when nothing is left to summarize."""
+    n = len(messages)
+    total, count = 0, 0
+    while count < min(keep, n - start):
+        total += sizes[n - 1 - count - start]
+        if total > tail_room:
+            break
+        count += 1
+    cut = n - max(1, count)
+    newest = _newest_request(messages, max(start, n - keep), cut)
+    if newest is not None and sum(sizes[newest - start :]) <= room - SUMMARY_TOKENS_FLOOR:
+        cut = newest  # the newest request stays in the view as it is, when it fits
+    if cut > start and not forbidden[cut]:
+        return cut
+    earlier = next((c for c in range(cut - 1, start, -1) if not forbidden[c]), None)
+    if earlier is not None and sum(sizes[earlier - start :]) <= room - SUMMARY_TOKENS_FLOOR:
+        return earlier
+    later = next((c for c in range(cut + 1, n) if not forbidden[c]), None)
+    return later if later is not None else earlier
+
+
+def _newest_request(messages: Sequence[Message], low: int, cut: int) -> int | None:
+    """The position of the newest user request in ``messages[low:]`` when it is before
+    ``cut`` (it would be summarized), else ``None``."""
+    for i in range(len(messages) - 1, low - 1, -1):
+        if is_user_request(messages[i]):
+            return i if i < cut else None
+    return None
+
+
+def conversation_tokens(history: Sequence[Message], estimator: Estimator) -> int:
+    """The tokens of what the people said in ``history`` (see
+    :func:`~ars_core.summarize.turn_tokens`) when that is most of it (a chat),
+    else 0 (an agent run: its summary is sized from its task, its input from
+    what it keeps whole)."""
+    turns = turn_tokens(history, estimator)
+    return turns if 2 * turns >= sum(message_sizes(estimator, history)) else 0
+
+
+def _nines(n: int) -> int:
+    """The largest number with as many digits as ``n``."""
+    return int("9" * len(str(n)))
+
+
+def _task_tokens(memo: Memo, estimator: Estimator, task: Sequence[str]) -> int:
+    """The tokens of the task statement (its texts one per paragraph): each request
+    is counted once per estimator (the task is the same round after round, can be
+    long, and a new request adds only its own count); the sum of the parts bounds
+    the count of the whole from above."""
+    if not task:
+        return 0
+    parts = memo.text_tokens(task, estimator_key(estimator), estimator.count_text)
+    return parts + estimator.count_text("\n\n") * (len(task) - 1)
