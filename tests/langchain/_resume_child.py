@@ -27,6 +27,7 @@ def main(url: str, thread_id: str, root: str) -> None:
         RESUME_CONFIG,
         backend=FsspecBackend(f"file://{root}"),
         compressor_options={"lean_rounds": False},
+        read_tool=False,  # as in the parent test: sizes pinned for a request without it
     )
     with PostgresSaver.from_conn_string(url) as saver:
         agent = build_agent(model, mw)(saver)
