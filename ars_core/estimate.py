@@ -38,6 +38,7 @@ from .capabilities import has
 from .memo import TOKENS, HistoryTotals, instance_key
 from .messages import Message
 from .provider_text import block_text, json_text, tool_text
+from .text_pieces import TIKTOKEN_CHUNK, piece_end
 from .typing import Tools
 
 __all__ = [
@@ -490,46 +491,10 @@ class TiktokenEstimator(CachingEstimator):
         total = start = 0
         n = len(text)
         while start < n:
-            end = _piece_end(text, start, start + TIKTOKEN_CHUNK)
+            end = piece_end(text, start, start + TIKTOKEN_CHUNK)
             total += len(self._encoding.encode_ordinary(text[start:end]))
             start = end
         return total
-
-
-#: characters tiktoken encodes at a time
-TIKTOKEN_CHUNK = 1 << 16
-
-
-def _piece_end(text: str, start: int, limit: int) -> int:
-    """Where to cut ``text[start:]`` at or before ``limit`` without splitting a BPE
-    pre-token: right after a line break followed by a letter, before the space
-    between two letters (`` word``), or between punctuation and a digit; at
-    ``limit`` only when none is found."""
-    if limit >= len(text):
-        return len(text)
-    cut = limit
-    for _ in range(64):
-        brk = text.rfind("\n", start + 1, cut)
-        if brk < 0:
-            break
-        nxt, prev = text[brk + 1], text[brk - 1]
-        if nxt.isascii() and nxt.isalpha() and prev not in " \t\r\n":
-            return brk + 1
-        cut = brk
-    cut = limit
-    for _ in range(256):
-        space = text.rfind(" ", start + 1, cut)
-        if space < 0:
-            break
-        nxt, prev = text[space + 1], text[space - 1]
-        if nxt.isascii() and nxt.isalpha() and prev.isascii() and prev.isalpha():
-            return space
-        cut = space
-    for end in range(limit, max(start + 1, limit - 4096), -1):  # "...,|123": a digit run starts
-        nxt, prev = text[end], text[end - 1]
-        if nxt.isascii() and nxt.isdigit() and prev in ",;:=()[]{}<>|+*":
-            return end
-    return limit
 
 
 #: new text (characters) above which the async engine counts and trims off the event loop

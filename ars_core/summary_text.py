@@ -23,18 +23,27 @@ from .messages import Message
 
 __all__ = [
     "ARCHIVES_HEADER",
+    "MARK_OMITTED",
+    "MIN_REQUEST_CHARS",
+    "NOTE_CHARS",
+    "OMITTED_ITEMS",
+    "REQUEST_ELIDED",
     "SECTION_MARK",
+    "SHORTENED_TEXT",
     "Earlier",
     "archives_section",
     "bullets",
     "clip",
     "end_mark",
     "escape",
+    "fair_shares",
     "items",
     "one_line",
     "parse_summary",
     "read_earlier",
     "section",
+    "share_chars",
+    "shorten_text",
 ]
 
 #: opens every line that starts a section of an extractive summary; a line of
@@ -234,3 +243,51 @@ def archives_section(archives: Sequence[tuple[int | None, str]]) -> str | None:
         lines.append(f"messages {start}-{cutoff}: {path}" if start <= cutoff else path)
         start = cutoff + 1
     return section(ARCHIVES_HEADER, bullets(lines))
+
+
+#: what the marker in a shortened text says was left out
+SHORTENED_TEXT = "characters shortened"
+#: ... in a shortened request of the task: how much, and where the whole of it is
+REQUEST_ELIDED = (
+    "characters of this request left out here; the whole request is in the "
+    "conversation history file"
+)
+#: metadata key of an omitted-messages note: the anchors of what it stands for
+MARK_OMITTED = "ars_omitted"
+#: files an omitted-messages note names at most
+OMITTED_ITEMS = 20
+#: fewest characters a shortened request keeps (head and tail)
+MIN_REQUEST_CHARS = 80
+#: characters the shortening note itself takes
+NOTE_CHARS = 48
+
+
+def shorten_text(text: str, max_chars: int, what: str = SHORTENED_TEXT) -> str:
+    """``text`` cut to ``max_chars``: its head and tail around a marker saying how
+    much was left out (``what``)."""
+    if len(text) <= max_chars:
+        return text
+    head = max_chars * 3 // 4
+    tail = max_chars - head
+    end = text[-tail:] if tail else ""
+    return f"{text[:head]}\n[... {len(text) - max_chars} {what} ...]\n{end}"
+
+
+def share_chars(text: str, share: int, size: int, note: int = NOTE_CHARS) -> int:
+    """Characters of ``text`` (``size`` tokens) that fit ``share`` tokens, its shortening
+    note (``note`` characters) included."""
+    return max(MIN_REQUEST_CHARS, len(text) * share // max(size, 1) - note)
+
+
+def fair_shares(sizes: Sequence[int], budget: int) -> list[int]:
+    """Split ``budget`` over items of ``sizes``: small items whole, the large ones an
+    equal share of what is left (water filling)."""
+    shares = list(sizes)
+    if sum(sizes) <= budget:
+        return shares
+    left, order = budget, sorted(range(len(sizes)), key=lambda i: sizes[i])
+    for n, i in enumerate(order):
+        share = left // (len(order) - n)
+        shares[i] = min(sizes[i], share)
+        left -= shares[i]
+    return shares

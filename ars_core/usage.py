@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import attrs
 
-__all__ = ["RetryReason", "SummaryRetry", "Usage"]
+__all__ = ["RetryReason", "SummaryResult", "SummaryRetry", "Usage"]
 
 RetryReason = Literal["context_overflow", "transient_error"]
 
@@ -97,3 +97,12 @@ class Usage:
             total_tokens=int(data.get("total_tokens", 0)),
             retries=tuple(SummaryRetry.from_dict(r) for r in data.get("retries") or ()),
         )
+
+
+@attrs.frozen
+class SummaryResult:
+    """What a summarizer returns: the text, the call's usage, and the model used."""
+
+    text: str
+    usage: Usage | None = None
+    model: str | None = None
