@@ -21,17 +21,16 @@ import hashlib
 import json
 import threading
 import weakref
-import zlib
 from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
+from . import memo
 from .errors import ArchiveFormatError, MessageFormatError
 from .files import FileBackend, encode_text
 from .l1 import FileWrite
 from .layout import HISTORY_DIR
-from .memo import ARCHIVE_LINE
 from .messages import Message, message_from_dict, message_to_dict
 
 __all__ = [
@@ -46,12 +45,6 @@ __all__ = [
     "read_history",
 ]
 
-#: archive lines up to this many bytes are kept on their message; a longer one is
-#: encoded again when it is archived again (its size, not the call, is then the cost)
-LINE_CACHE_BYTES = 1 << 20
-#: lines longer than this are kept compressed (zlib, fastest level): what the memo
-#: keeps stays a fraction of the history's text
-LINE_COMPRESS_BYTES = 512
 _ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
 
 
@@ -60,19 +53,15 @@ def archive_line(message: Message) -> tuple[bytes, bytes]:
     encoded as :func:`~ars_core.files.encode_text` stores text) and the SHA-256
     digest of that line.
 
-    Kept on the message (its private ``_cache``, like its token count; a long line
-    compressed): a message is frozen, and an edited message is a new object, so each
-    message is encoded once however many rounds archive it."""
-    cached = ARCHIVE_LINE.get(message)
-    if cached is not None:
-        kept, digest = cached
-        return (zlib.decompress(kept[1:]) if kept[:1] == b"z" else kept[1:]), digest
+    The lines of the latest archive an engine built are kept by its memo
+    (``memo.current().archive_lines``, one range, not on every message: no second
+    copy of the whole history's text): a round redone over the same messages, or
+    over them with one replaced, encodes only what is new."""
+    kept = memo.current().archive_lines.get(id(message))
+    if kept is not None and kept[0] is message:
+        return kept[1], kept[2]
     line = encode_text(_ENCODER.encode(message_to_dict(message)))
-    digest = hashlib.sha256(line).digest()
-    if len(line) <= LINE_CACHE_BYTES:
-        kept = b"z" + zlib.compress(line, 1) if len(line) > LINE_COMPRESS_BYTES else b"=" + line
-        ARCHIVE_LINE.put(message, (kept, digest))
-    return line, digest
+    return line, hashlib.sha256(line).digest()
 
 
 @attrs.frozen
@@ -121,6 +110,10 @@ class HistoryArchive:
         cls, messages: Sequence[Message], *, start: int, thread: str | None = None
     ) -> HistoryArchive:
         entries = [archive_line(m) for m in messages]
+        # the engine keeps this archive's lines (and only this one's) for the next round
+        memo.current().archive_lines = {
+            id(m): (m, line, digest) for m, (line, digest) in zip(messages, entries, strict=True)
+        }
         lines, digests = zip(*entries, strict=True) if entries else ((), ())
         return cls(start, thread, tuple(lines), tuple(digests))
 

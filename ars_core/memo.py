@@ -39,9 +39,8 @@ family                 written by       value (per message)
 ``edited-files``       retention        paths its tool calls write
 ``commands``           retention        commands its tool calls run
 ``error-lines``        retention        error lines of a tool result
-``content-key``        events           ``sha:`` of its content (matching kept messages)
-``form-key``           events           its content key plus its own metadata (sent forms)
-``archive-line``       archive          its archive line (compressed when long), its digest
+``content-key``        checkpoint       ``sha:`` of its content (matching kept messages)
+``form-key``           checkpoint       its content key plus its own metadata (sent forms)
 =====================  ===============  ===============================================
 """
 
@@ -134,11 +133,8 @@ COMMANDS: Family[tuple[str, ...]] = Family("commands", "retention", "commands it
 ERROR_LINES: Family[tuple[str, ...]] = Family(
     "error-lines", "retention", "error lines of a tool result"
 )
-CONTENT_KEY: Family[str] = Family("content-key", "events", "sha: of its content")
-FORM_KEY: Family[str] = Family("form-key", "events", "content key plus its own metadata")
-ARCHIVE_LINE: Family[tuple[bytes, bytes]] = Family(
-    "archive-line", "archive", "its archive line (compressed when long) and its digest"
-)
+CONTENT_KEY: Family[str] = Family("content-key", "checkpoint", "sha: of its content")
+FORM_KEY: Family[str] = Family("form-key", "checkpoint", "content key plus its own metadata")
 
 #: every kind of value kept on a message, in one table
 FAMILIES: tuple[Family[Any], ...] = (
@@ -154,7 +150,6 @@ FAMILIES: tuple[Family[Any], ...] = (
     ERROR_LINES,
     CONTENT_KEY,
     FORM_KEY,
-    ARCHIVE_LINE,
 )
 
 
@@ -447,6 +442,10 @@ class Memo:
         # history): their token totals per estimator, and their word runs
         self._text_totals: dict[Hashable, HistoryTotals] = {}
         self._runs: PrefixMemo[_Runs] = PrefixMemo(_Runs, slots=slots)
+        #: the lines of the latest history archive built (by message id: the message,
+        #: its line, the line's digest): a round redone over the same first messages
+        #: encodes only what is new; one range is kept, not the whole history
+        self.archive_lines: dict[int, tuple[Message, bytes, bytes]] = {}
 
     def history_tokens(
         self, messages: Sequence[Message], key: Hashable, count: Callable[[Message], int]
@@ -478,15 +477,11 @@ class Memo:
                 found = self._text_totals[key] = HistoryTotals(slots=self._slots)
         return found.total(texts, count)  # type: ignore[arg-type]
 
-    def task_runs(
-        self, texts: Sequence[str], make: Callable[[str], Any]
-    ) -> tuple[list[Any], set[str]]:
-        """``make(text)`` of each of ``texts`` (retention's index of a task text) and
-        the union of their ``distinct`` runs, extended with new texts only. The union
-        may hold runs of texts a longer task held (harmless to a lookup); it is the
-        memo's own set: read it, do not change it."""
+    def task_runs(self, texts: Sequence[str], make: Callable[[str], T]) -> list[T]:
+        """``make(text)`` of each of ``texts`` (retention's index of a task text),
+        extended with new texts only."""
         if not texts:
-            return [], set()
+            return []
         memo = self._runs
         with memo.lock:
             seen, known = memo.track(texts)
@@ -494,13 +489,9 @@ class Memo:
             if not known:
                 seen.messages.clear()
                 runs.indexes.clear()
-                runs.union = set()
-            for text in texts[len(runs.indexes) :]:
-                index = make(text)
-                runs.indexes.append(index)
-                runs.union.update(index.distinct)
+            runs.indexes.extend(map(make, texts[len(runs.indexes) :]))
             memo.extend(seen, texts, known)
-            return runs.indexes[: len(texts)], runs.union
+            return runs.indexes[: len(texts)]
 
     def index(self, name: str, value_of: Callable[[Message], T]) -> SparseIndex[T]:
         """The :class:`SparseIndex` of ``name`` (one per kind of fact read)."""
@@ -524,11 +515,10 @@ class Memo:
 
 
 class _Runs:
-    __slots__ = ("indexes", "union")
+    __slots__ = ("indexes",)
 
     def __init__(self) -> None:
         self.indexes: list[Any] = []
-        self.union: set[str] = set()
 
 
 class _Scope:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -363,15 +364,15 @@ def task_retention(task: str | Sequence[str], view: Sequence[Message] | str) -> 
 
     Each task's runs are worked out once (:func:`_task_runs`, kept for the next
     rounds, whose task is mostly the same texts): a round makes the view's runs
-    and keeps those of any task, then scans only those per task text.
+    and looks each task run up in them.
     """
     texts = (task,) if isinstance(task, str) else tuple(task)
     text = view if isinstance(view, str) else view_text(view)
-    indexes, every_run = _task_runs(texts)
+    indexes = _task_runs(texts)
     total = sum(index.words for index in indexes)
     if not total:
         return 1.0
-    common = frozenset(every_run.intersection(_runs(text.split()))) if every_run else frozenset()
+    common = frozenset(_runs(text.split()))
     kept = 0
     for index in indexes:
         if index.whole is not None:
@@ -381,28 +382,30 @@ def task_retention(task: str | Sequence[str], view: Sequence[Message] | str) -> 
     return kept / total
 
 
-def _runs(words: Sequence[str]) -> Iterable[str]:
-    """Every run of :data:`SHINGLE_WORDS` consecutive words, joined by a space (the
-    words hold no whitespace, so equal strings are equal runs; a string keeps its hash)."""
-    return map(" ".join, zip(*(words[i:] for i in range(SHINGLE_WORDS)), strict=False))
+def _runs(words: Sequence[str]) -> Iterable[int]:
+    """Every run of :data:`SHINGLE_WORDS` consecutive words, as the hash of the run
+    joined by a space (the words hold no whitespace, so equal strings are equal runs;
+    a 64-bit hash stands for the run: what is kept of a task is 8 bytes a run)."""
+    return map(hash, map(" ".join, zip(*(words[i:] for i in range(SHINGLE_WORDS)), strict=False)))
 
 
 class _TaskIndex:
     """One task text's words: their count, the text itself when shorter than a run
-    (``whole``), else its runs in order (``runs``, and as a set), and the last
+    (``whole``), else its runs in order (``runs``, 8-byte hashes), and the last
     coverage worked out (the same runs are found in the view round after round)."""
+
+    __slots__ = ("last", "runs", "whole", "words")
 
     def __init__(self, task: str) -> None:
         words = task.split()
         self.words = len(words)
         self.whole = " ".join(words) if self.words < SHINGLE_WORDS else None
-        self.runs = list(_runs(words)) if self.whole is None else []
-        self.distinct = frozenset(self.runs)
-        self.last: tuple[frozenset[str], int] = (frozenset(), 0)
+        self.runs = array("q", _runs(words) if self.whole is None else ())
+        self.last: tuple[frozenset[int], int] = (frozenset(), 0)
 
-    def covered(self, in_view: frozenset[str]) -> int:
+    def covered(self, in_view: frozenset[int]) -> int:
         """How many of the task's words a run found in ``in_view`` covers."""
-        found = self.distinct & in_view
+        found = in_view.intersection(self.runs)
         last_found, last_covered = self.last
         if found == last_found:
             return last_covered
@@ -411,9 +414,9 @@ class _TaskIndex:
         return covered
 
 
-def _task_runs(texts: tuple[str, ...]) -> tuple[list[_TaskIndex], set[str]]:
-    """The index of each task text, and every run of any of them: kept by the engine
-    as the task grows round after round (a new request is indexed once)."""
+def _task_runs(texts: tuple[str, ...]) -> list[_TaskIndex]:
+    """The index of each task text: kept by the engine as the task grows round after
+    round (a new request is indexed once)."""
     return memo.current().task_runs(texts, _TaskIndex)
 
 
