@@ -211,13 +211,18 @@ def unchanged_prefix(known: Sequence[object], messages: Sequence[object]) -> boo
 
 class Tracked(Generic[S]):
     """One remembered history: its messages (a list of ARS's own) and what a memo
-    derived from them (``state``)."""
+    derived from them (``state``). ``link`` names the engine's checked history (and
+    its ``generation``) this one was last found consistent with: while that history
+    only grows, a call on it needs no second comparison here."""
 
-    __slots__ = ("messages", "state")
+    __slots__ = ("generation", "link", "messages", "state")
 
     def __init__(self, state: S) -> None:
         self.messages: list[Any] = []
         self.state = state
+        self.link: tuple[Tracked[Any], int] | None = None
+        #: bumped whenever ``messages`` is emptied in place (links to it then break)
+        self.generation = 0
 
 
 class PrefixMemo(Generic[S]):
@@ -242,12 +247,17 @@ class PrefixMemo(Generic[S]):
         if candidates is None:
             candidates = self._seen[key] = []
         self._seen.move_to_end(key)
+        via = _checked_this_call(messages)
         for i, seen in enumerate(candidates):
-            if unchanged_prefix(seen.messages, messages):
+            # consistent with the history this call checked, which only grew since it
+            # was last found consistent with it: no second comparison
+            if (via is not None and seen.link == via) or unchanged_prefix(seen.messages, messages):
                 if i:
                     candidates.insert(0, candidates.pop(i))
+                seen.link = via
                 return seen, min(len(seen.messages), len(messages))
         seen = Tracked(self._new_state())
+        seen.link = via
         candidates.insert(0, seen)
         del candidates[self._per_first :]
         while len(self._seen) > self._slots:
@@ -343,6 +353,7 @@ class CheckedHistories:
                 for m in messages[start:]:
                     if not isinstance(m, Message):
                         seen.messages.clear()  # nothing of it is remembered
+                        seen.generation += 1
                         seen.state.totals.clear()
                         return as_messages(messages)
                 seen.messages.extend(messages[start:])
@@ -519,6 +530,17 @@ class _Runs:
 
     def __init__(self) -> None:
         self.indexes: list[Any] = []
+
+
+def _checked_this_call(messages: Sequence[Any]) -> tuple[Tracked[Any], int] | None:
+    """``(record, generation)`` when ``messages`` is the history the running engine
+    call checked (the very list, at the same length), else ``None``."""
+    scope = _CURRENT.get()
+    checked = scope.history if scope is not None else None
+    if checked is None or checked[0] is not messages or checked[1] != len(messages):
+        return None
+    record = checked[2]
+    return record, record.generation
 
 
 class _Scope:
