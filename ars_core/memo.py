@@ -448,6 +448,7 @@ class Memo:
         self.checked = CheckedHistories()
         self._totals: dict[Hashable, HistoryTotals] = {}
         self._indexes: dict[str, SparseIndex[Any]] = {}
+        self._prefixes: dict[str, PrefixMemo[Any]] = {}
         self._lock = threading.Lock()
         # task statements (lists of request texts, grown round after round like the
         # history): their token totals per estimator, and their word runs
@@ -512,13 +513,24 @@ class Memo:
                 found = self._indexes[name] = SparseIndex(value_of, slots=self._slots)
             return found
 
+    def prefix(self, name: str, new_state: Callable[[], S]) -> PrefixMemo[S]:
+        """The :class:`PrefixMemo` of ``name`` (what one concern derives from a history)."""
+        with self._lock:
+            found = self._prefixes.get(name)
+            if found is None:
+                found = self._prefixes[name] = PrefixMemo(new_state, slots=self._slots)
+            return found
+
     def forget(self) -> None:
         """Drop every remembered history (the per-message values stay)."""
         with self._lock:
             totals = [*self._totals.values(), *self._text_totals.values()]
             indexes = list(self._indexes.values())
+            prefixes = list(self._prefixes.values())
         for t in totals:
             t.clear()
+        for prefix in prefixes:
+            prefix.clear()
         self._runs.clear()
         for index in indexes:
             index._memo.clear()

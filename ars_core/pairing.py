@@ -76,58 +76,123 @@ def synthetic_result(call: ToolCall) -> Message:
     )
 
 
-def pair_tool_calls(view: Sequence[Message]) -> Pairing:
-    """``view`` with orphan tool results left out and unanswered calls answered
-    (see the module doc). A view that needs neither comes back as it is."""
-    messages = view if isinstance(view, list) else list(view)
-    skip = 1 if messages and messages[0].metadata.get(MARK_SUMMARY) else 0
-    positions, kinds = memo.current().index("pairing:kinds", _kind)(
-        messages[skip:] if skip else messages
-    )
-    if not positions:
-        return Pairing(messages)
-    drop: list[int] = []  # view positions of results left out
-    add: dict[int, list[Message]] = {}  # after this view position: synthetic results
-    orphans: list[str] = []
-    unanswered: list[str] = []
-    i, n = 0, len(positions)
+class _Scan:
+    """What the check found in a history's blocks before its last one (which appended
+    results may still complete): rescanned from there when the history grows."""
+
+    __slots__ = ("add", "drop", "orphans", "resume", "unanswered", "warned")
+
+    def __init__(self) -> None:
+        self.resume = 0  # index (in the sparse positions) of the last block read
+        self.drop: list[int] = []  # positions of results left out
+        self.add: list[tuple[int, list[Message]]] = []  # after this position: results
+        self.orphans: list[str] = []
+        self.unanswered: list[str] = []
+        self.warned: set[tuple[str, str]] = set()  # problems already named in a warning
+
+
+def _scan(scan: _Scan, messages: Sequence[Message], positions: list[int], kinds: list[int]) -> None:
+    """Read the blocks from ``scan.resume`` on; ``scan`` keeps what they hold."""
+    i, n = scan.resume, len(positions)
     while i < n:
-        p, kind = positions[i] + skip, kinds[i]
+        scan.resume = i
+        p, kind = positions[i], kinds[i]
         if kind == _RESULT:  # no call heads its block
-            drop.append(p)
-            orphans.append(messages[p].tool_call_id or "")
+            scan.drop.append(p)
+            scan.orphans.append(messages[p].tool_call_id or "")
             i += 1
             continue
         calls = {c.id: c for c in messages[p].tool_calls if c.id}
         answered: set[str] = set()
         last, i = p, i + 1
-        while i < n and positions[i] + skip == last + 1 and kinds[i] == _RESULT:
+        while i < n and positions[i] == last + 1 and kinds[i] == _RESULT:
             last += 1
             call_id = messages[last].tool_call_id or ""
             if call_id in calls and call_id not in answered:
                 answered.add(call_id)
             else:
-                drop.append(last)
-                orphans.append(call_id)
+                scan.drop.append(last)
+                scan.orphans.append(call_id)
             i += 1
         missing = [c for cid, c in calls.items() if cid not in answered]
         if missing:
-            add[last] = [synthetic_result(c) for c in missing]
-            unanswered += [c.id for c in missing]
+            scan.add.append((last, [synthetic_result(c) for c in missing]))
+            scan.unanswered += [c.id for c in missing]
+
+
+def _rewind(scan: _Scan, positions: list[int]) -> None:
+    """Forget what the last block read held (appended results may change it)."""
+    if not positions or scan.resume >= len(positions):
+        return
+    first = positions[scan.resume]
+    while scan.drop and scan.drop[-1] >= first:
+        scan.drop.pop()
+        scan.orphans.pop()
+    while scan.add and scan.add[-1][0] >= first:
+        _, added = scan.add.pop()
+        del scan.unanswered[-len(added) :]
+
+
+def pair_tool_calls(view: Sequence[Message]) -> Pairing:
+    """``view`` with orphan tool results left out and unanswered calls answered
+    (see the module doc). A view that needs neither comes back as it is.
+
+    What the blocks before the last one hold is remembered with the history, so a
+    call whose history only grew reads the last block and the appended messages."""
+    messages = view if isinstance(view, list) else list(view)
+    skip = 1 if messages and messages[0].metadata.get(MARK_SUMMARY) else 0
+    history = messages[skip:] if skip else messages
+    engine = memo.current()
+    positions, kinds = engine.index("pairing:kinds", _kind)(history)
+    if not positions:
+        return Pairing(messages)
+    remembered = engine.prefix("pairing:scan", _Scan)
+    with remembered.lock:
+        seen, known = remembered.track(history)
+        scan = seen.state
+        if not known or len(history) < len(seen.messages):
+            seen.messages.clear()
+            seen.state = scan = _Scan()
+        else:
+            _rewind(scan, positions)
+        _scan(scan, history, positions, kinds)
+        remembered.extend(seen, history, known)
+        drop, add = list(scan.drop), list(scan.add)
+        orphans, unanswered = tuple(scan.orphans), tuple(scan.unanswered)
+        new_orphans = [i for i in orphans if ("orphan", i) not in scan.warned]
+        new_unanswered = [i for i in unanswered if ("call", i) not in scan.warned]
+        scan.warned.update([("orphan", i) for i in new_orphans])
+        scan.warned.update([("call", i) for i in new_unanswered])
     if not drop and not add:
         return Pairing(messages)
-    log.warning(
-        "ARS: the view had %d tool result(s) without their call (left out: %s) and %d tool "
-        "call(s) without a result (answered with a note in the request only: %s)",
-        len(orphans),
-        ", ".join(orphans) or "-",
-        len(unanswered),
-        ", ".join(unanswered) or "-",
-    )
-    dropped = set(drop)
+    if new_orphans or new_unanswered:  # each named once per engine and history
+        log.warning(
+            "ARS: %d tool result(s) without their call left out of the view (%s) and %d "
+            "tool call(s) without a result answered with a note in the request only (%s)",
+            len(new_orphans),
+            ", ".join(new_orphans) or "-",
+            len(new_unanswered),
+            ", ".join(new_unanswered) or "-",
+        )
+    return Pairing(_rebuilt(messages, skip, drop, add), orphans, unanswered)
+
+
+def _rebuilt(
+    messages: list[Message], skip: int, drop: list[int], add: list[tuple[int, list[Message]]]
+) -> list[Message]:
+    """``messages`` without the results at ``drop`` and with ``add``'s results after
+    their positions (history positions, ``skip`` messages after the view's start),
+    built from slices."""
+    edits = sorted([(p + skip, 0, None) for p in drop] + [(p + skip, 1, m) for p, m in add])
     out: list[Message] = []
-    for index, message in enumerate(messages):
-        if index not in dropped:
-            out.append(message)
-        out.extend(add.get(index, ()))
-    return Pairing(out, tuple(orphans), tuple(unanswered))
+    start = 0
+    for position, kind, added in edits:
+        if kind == 0:  # leave this result out
+            out += messages[start:position]
+            start = position + 1
+        else:  # the synthetic results follow this message
+            out += messages[start : position + 1]
+            out += added or ()
+            start = position + 1
+    out += messages[start:]
+    return out

@@ -4,6 +4,7 @@ only; the round's event counts both."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import anyio
@@ -130,3 +131,67 @@ def test_a_paired_view_comes_back_as_it_is() -> None:
     grown = [*view, user("next"), assistant("", ToolCall(id="c-b", name="two", args={}))]
     again = pair_tool_calls(grown)  # read again from where the last view ended
     assert again.unanswered == ("c-b",) and again.view[-1].tool_call_id == "c-b"
+
+
+def _messy_history() -> list[Message]:
+    """Blocks of every kind: answered calls, a call left unanswered mid-history, an
+    orphan result, a duplicate answer, a call whose results arrive one at a time."""
+    out: list[Message] = [user("task")]
+    for k in range(6):
+        a, b = call("grep", f"a{k}"), call("build", f"b{k}")
+        out.append(assistant("", a, b))
+        out.append(tool(a, f"grep {k}"))
+        if k % 3 != 1:  # every third block leaves b unanswered
+            out.append(tool(b, f"build {k}"))
+        if k == 2:
+            out.append(tool(a, "a second answer to the same call"))
+        if k == 4:
+            out.append(tool(call("lost", "gone"), "a result whose call was removed"))
+        out.append(user(f"next {k}"))
+    return out
+
+
+def test_a_growing_history_is_paired_exactly_as_a_fresh_read_would_pair_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The check remembers what a history's earlier blocks hold and reads only the
+    last block and the appended messages: at every length (results arriving one at a
+    time included), after an edit in the middle and on a shorter history, its view
+    and counts equal those of an engine that never saw the history; each problem is
+    named in one warning, not on every call."""
+    from ars_core import memo
+
+    history = _messy_history()
+    shared = memo.Memo()
+    caplog.set_level("WARNING", logger="ars")
+    growth: list[str] = []  # the warnings of the remembering engine while the history grows
+    lengths = [*range(1, len(history) + 1), 9, len(history)]
+    for k, n in enumerate(lengths):
+        view = history[:n]
+        caplog.clear()
+        with memo.active(shared):
+            got = pair_tool_calls(view)
+        if k < len(history):
+            growth += [r.getMessage() for r in caplog.records]
+        with memo.active(memo.Memo()):
+            want = pair_tool_calls(list(view))
+        assert got.view == want.view, n
+        assert (got.orphans, got.unanswered) == (want.orphans, want.unanswered), n
+    assert got.unanswered == ("b1", "b4") and got.orphans == ("a2", "gone")
+    named = []  # (kind, id) of every problem a warning named
+    for line in growth:
+        orphans = re.findall(r"left out of the view \(([^()]*)\)", line)[0]
+        calls = re.findall(r"request only \(([^()]*)\)", line)[0]
+        named += [("orphan", i) for i in orphans.split(", ") if i != "-"]
+        named += [("call", i) for i in calls.split(", ") if i != "-"]
+    assert {("orphan", "a2"), ("orphan", "gone"), ("call", "b1"), ("call", "b4")} <= set(named)
+    assert sorted(named) == sorted(set(named))  # each problem named once, not per call
+
+    edited = list(history)
+    edited[2] = tool(call("grep", "a0"), "grep 0, edited")  # a new object mid-history
+    with memo.active(shared):
+        got = pair_tool_calls(edited)
+    with memo.active(memo.Memo()):
+        want = pair_tool_calls(list(edited))
+    assert got.view == want.view and got.view[2].text == "grep 0, edited"
+    assert (got.orphans, got.unanswered) == (want.orphans, want.unanswered)
