@@ -23,7 +23,6 @@ from __future__ import annotations
 import gc
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -55,6 +54,7 @@ from .common import (
     fake_chat_model,
     fmt_ms,
     fmt_ratio,
+    run_section_child,
     table,
     target,
 )
@@ -298,21 +298,7 @@ def _big_call(runs: Sequence[Any], n: int, tmp: Path) -> dict[str, Any]:
 
 
 def _subprocess(mode: str, n: int, runs_dir: Path) -> dict[str, Any]:
-    repo = Path(__file__).resolve().parents[1]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")])),
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.cold", mode, str(n), str(runs_dir)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=repo,
-        check=True,
-    )
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return run_section_child("cold", mode, str(n), str(runs_dir))
 
 
 # ---------------------------------------------------------------- the section

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,6 +153,25 @@ def tiled(runs: Sequence[Run], n: int, block: int) -> tuple[Message | None, list
                 break
         copy += 1
     return system, out
+
+
+def run_section_child(module: str, *args: str) -> dict[str, Any]:
+    """``python -m benchmarks.<module> ARGS`` in a fresh interpreter (its memory and
+    caches its own), from the repository; returns the JSON of its last output line."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{module}", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 # ================================================================== the peers' plumbing

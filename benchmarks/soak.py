@@ -20,14 +20,13 @@ import gc
 import json
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from .common import REPO, Context, InstantSummarizer, fmt_ms, table
+from .common import Context, InstantSummarizer, fmt_ms, run_section_child, table
 
 KEY = "N"
 NEEDS: tuple[str, ...] = ()
@@ -240,15 +239,7 @@ def soak(kind: str, calls: int) -> dict[str, Any]:
 
 def _in_process(kind: str, calls: int) -> dict[str, Any]:
     """:func:`soak` in a fresh interpreter (its RSS is its own)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.soak", kind, str(calls)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return run_section_child("soak", kind, str(calls))
 
 
 def measure(ctx: Context) -> dict[str, Any]:
