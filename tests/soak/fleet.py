@@ -456,9 +456,11 @@ def _check(fleet: Fleet, stack: contextlib.ExitStack[Any]) -> Report:
         t.name: StoreFileBackend(store).scoped(t.name) for t in fleet.threads if t.files == "store"
     }
     label_of = {b.namespace[-1]: name for name, b in stores.items()}
+    tag = f"soak-{fleet.bucket[-6:]}-"  # this soak's threads (the database is the session's)
     items = {
         f"store:{'/'.join(it.namespace)}/{it.key}": it
         for it in store.search(("ars",), limit=1_000_000)
+        if tag in "/".join(it.namespace) or len(it.namespace) != 3
     }
     for where, item in items.items():
         namespace = tuple(item.namespace)
