@@ -23,7 +23,6 @@ checkpoints in PostgreSQL, the objects in the bucket) and the workers' logs
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import multiprocessing
@@ -150,10 +149,11 @@ class Fleet:
         self.ctx.set_forkserver_preload(PRELOAD)
         self.workers: dict[str, tuple[Any, Connection, dict[str, Any] | None]] = {}
         self.spawned = 0
-        tag = self.bucket[-6:]  # thread ids of their own in the session's database
+        #: in every thread id of this soak (the session's database holds every soak's)
+        self.tag = f"soak-{self.bucket[-6:]}-"
         self.threads = [
             ThreadRun(
-                f"soak-{tag}-{i:03d}" if i % 5 else f"team/soak-{tag}-{i:03d}",
+                f"{self.tag}{i:03d}" if i % 5 else f"team/{self.tag}{i:03d}",
                 files="store" if i % 5 == 2 else "s3",
             )
             for i in range(plan.threads)
@@ -416,14 +416,15 @@ def content_ok(path: str, data: bytes) -> bool:
 
 def check(fleet: Fleet) -> Report:
     """Every invariant of the soak, from the stores and the logs (see the module doc)."""
-    with contextlib.ExitStack() as stack:
-        return _check(fleet, stack)
+    from langgraph.store.postgres import PostgresStore
+
+    with PostgresStore.from_conn_string(fleet.pg_url) as store:
+        return _check(fleet, store)
 
 
-def _check(fleet: Fleet, stack: contextlib.ExitStack[Any]) -> Report:
+def _check(fleet: Fleet, store: Any) -> Report:
     from langchain_core.messages import HumanMessage
     from langgraph.checkpoint.postgres import PostgresSaver
-    from langgraph.store.postgres import PostgresStore
 
     from ars_core import FsspecBackend, read_history
     from ars_core.adapter import encode_text
@@ -433,11 +434,11 @@ def _check(fleet: Fleet, stack: contextlib.ExitStack[Any]) -> Report:
     bad = report.violations
     records = read_logs(fleet.workdir)
     client = fleet.s3.client()
-    keys = [
+    keys = {
         o["Key"]
         for page in client.get_paginator("list_objects_v2").paginate(Bucket=fleet.bucket)
         for o in page.get("Contents", [])
-    ]
+    }
     raw: dict[str, bytes] = {}
 
     def body(key: str) -> bytes:
@@ -451,16 +452,14 @@ def _check(fleet: Fleet, stack: contextlib.ExitStack[Any]) -> Report:
     checked: set[str] = set()
 
     # the threads whose files are in LangGraph's PostgreSQL store: one item per file
-    store = stack.enter_context(PostgresStore.from_conn_string(fleet.pg_url))
     stores = {
         t.name: StoreFileBackend(store).scoped(t.name) for t in fleet.threads if t.files == "store"
     }
     label_of = {b.namespace[-1]: name for name, b in stores.items()}
-    tag = f"soak-{fleet.bucket[-6:]}-"  # this soak's threads (the database is the session's)
-    items = {
+    items = {  # this soak's items (and any of no thread's namespace)
         f"store:{'/'.join(it.namespace)}/{it.key}": it
         for it in store.search(("ars",), limit=1_000_000)
-        if tag in "/".join(it.namespace) or len(it.namespace) != 3
+        if fleet.tag in "/".join(it.namespace) or len(it.namespace) != 3
     }
     for where, item in items.items():
         namespace = tuple(item.namespace)
