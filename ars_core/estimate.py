@@ -194,7 +194,8 @@ class CachingEstimator:
         # under the rule every history memo follows (ars_core.memo)
         self._histories = HistoryTotals(slots=MEMO_SLOTS)
         self._key: Hashable = ("tokens", type(self).__qualname__, instance_key())
-        self._tools_cache: tuple[int, int, int] | None = None
+        #: the tools last counted (a copy of the list, compared by value) and their count
+        self._tools_cache: tuple[list[Any], int] | None = None
         # counts of plain-text messages by content, for equal messages rebuilt as new
         # objects (a store reloaded each call); cleared when it grows past its bound
         self._by_content: dict[tuple[Any, ...], int] = {}
@@ -385,10 +386,13 @@ class CachingEstimator:
         if not tools:
             return 0
         cached = self._tools_cache
-        if cached is not None and cached[0] == id(tools) and cached[1] == len(tools):
-            return cached[2]
+        try:  # the same tools (compared by value: a list refilled in place is seen)
+            if cached is not None and cached[0] == list(tools):
+                return cached[1]
+        except Exception:  # a tool that cannot be compared: counted again
+            pass
         total = sum(self.count_text(tool_text(t)) + 8 for t in tools)
-        self._tools_cache = (id(tools), len(tools), total)
+        self._tools_cache = (list(tools), total)
         return total
 
     def count(

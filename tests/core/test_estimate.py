@@ -494,3 +494,17 @@ class TestApproxRebuilt:
             "ApproxEstimator().count_text(text)",
         )
         assert peak < 2_000_000
+
+
+@pytest.mark.spec("R3")
+def test_tools_counted_again_when_a_list_of_the_same_length_changes() -> None:
+    """The tools' count is remembered by value: another list of as many tools (at the
+    address a freed one had, say) or the same list refilled in place is counted again."""
+    estimator = ApproxEstimator()
+    small = [{"name": "a", "description": "x", "parameters": {}}]
+    large = [{"name": "b", "description": "word " * 400, "parameters": {}}]
+    tools = list(small)
+    first = estimator.count_tools(tools)
+    tools[0] = large[0]  # the same list object, the same length
+    assert estimator.count_tools(tools) > first + 300
+    assert estimator.count_tools(list(small)) == first
