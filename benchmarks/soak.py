@@ -42,6 +42,8 @@ RESULT_CHARS = (300, 3_000)
 RSS_PER_TEXT = 2.0
 LAST_OVER_FIRST = 1.2
 SLOWEST_ROUND_MS = 50.0
+#: the suffix of a baseline run: the contender's history built with no call
+ALONE = "-alone"
 
 _WORDS = (
     "build test module error value config path result index token cache thread agent "
@@ -197,11 +199,39 @@ class _Middleware:
         return self.levels[-1] if len(self.levels) > before else None
 
 
+class _HistoryAlone:
+    """The same history in a contender's message objects, with no call: what the
+    history itself takes (``core``: ARS's records; ``middleware``: LangChain's
+    messages, a new list each turn as the middleware's state gets)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.state: list[Any] = []
+
+    def add(self, turn: list[dict[str, Any]]) -> None:
+        if self.kind == "core":
+            from ars_core import from_openai
+
+            self.state.extend(from_openai(m) for m in turn)
+        else:
+            from langchain_core.messages import convert_to_messages
+
+            self.state = [*self.state, *convert_to_messages(turn)]
+
+    def call(self) -> str | None:
+        return None
+
+
 def soak(kind: str, calls: int) -> dict[str, Any]:
-    """Run one contender's soak in this process; its measurements."""
+    """Run one contender's soak in this process (``core``, ``middleware``, or
+    ``<kind>-alone``: that form's history built with no call); its measurements."""
     rng = random.Random(22)
     with tempfile.TemporaryDirectory(prefix="ars-soak-") as tmp:
-        runner: _Core | _Middleware = (_Core if kind == "core" else _Middleware)(Path(tmp))
+        runner: _Core | _Middleware | _HistoryAlone
+        if kind.endswith(ALONE):
+            runner = _HistoryAlone(kind.removesuffix(ALONE))
+        else:
+            runner = (_Core if kind == "core" else _Middleware)(Path(tmp))
         # a first turn and call outside the measurement: imports, encodings loaded
         first = _turn(rng, 0)
         runner.add(first)
@@ -252,15 +282,18 @@ def measure(ctx: Context) -> dict[str, Any]:
     except ImportError:
         pass
     found: dict[str, Any] = {}
+    alone: dict[str, Any] = {}
     for kind in kinds:
         found[kind] = _in_process(kind, calls)
+        alone[kind] = _in_process(kind + ALONE, calls)
         r = found[kind]
         ctx.log(
             f"  soak {kind}: RSS +{(r['rss_end'] - r['rss_start']) / 1e6:.0f} MB for "
-            f"{r['chars'] / 1e6:.1f} M chars; median {r['first_median_ms']:.2f} -> "
-            f"{r['last_median_ms']:.2f} ms"
+            f"{r['chars'] / 1e6:.1f} M chars (the history alone "
+            f"+{(alone[kind]['rss_end'] - alone[kind]['rss_start']) / 1e6:.0f} MB); median "
+            f"{r['first_median_ms']:.2f} -> {r['last_median_ms']:.2f} ms"
         )
-    return {"calls": calls, "results": found}
+    return {"calls": calls, "results": found, "alone": alone}
 
 
 def _verdict(ok: bool) -> str:
@@ -276,7 +309,10 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
         f"answer ({calls * 4:,} messages at the end); T = {THRESHOLD_K}K, keep {KEEP}, files "
         "on the local disk, an instant summarizer, each L2 round persisted as an adapter "
         "does. Each contender in a fresh process; RSS measured after the first call and "
-        "after the last (growth against the characters of the history's text)."
+        "after the last (growth against the characters of the history's text). \"The "
+        'history alone" is the same history built in the same message objects in a fresh '
+        "process with no call (what the conversation itself takes: ARS's records for the "
+        "core, LangChain's messages for the middleware); ARS's own growth is the rest."
     )
     lines.append("")
     names = {
@@ -288,6 +324,8 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
     for kind, r in data["results"].items():
         growth = r["rss_end"] - r["rss_start"]
         ratio = growth / r["chars"] if r["chars"] else 0.0
+        base = data.get("alone", {}).get(kind)
+        history = base["rss_end"] - base["rss_start"] if base else None
         flat = r["last_median_ms"] / r["first_median_ms"] if r["first_median_ms"] else 0.0
         slowest = r["slowest_last_round_ms"]
         rows.append(
@@ -295,6 +333,8 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
                 names[kind],
                 f"{r['rss_start'] / 1e6:.0f} -> {r['rss_end'] / 1e6:.0f}",
                 f"{growth / 1e6:.1f} MB / {r['chars'] / 1e6:.1f} M = {ratio:.2f}x",
+                "-" if history is None else f"{history / 1e6:.1f} MB = {history / r['chars']:.2f}x",
+                "-" if history is None else f"{(growth - history) / r['chars']:.2f}x",
                 f"{fmt_ms(r['first_median_ms'])} -> {fmt_ms(r['last_median_ms'])} ({flat:.2f}x)",
                 "-" if slowest is None else fmt_ms(slowest),
                 str(r["rounds"]),
@@ -302,7 +342,14 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
         )
         verdicts += [
             f"Target, {names[kind]}: RSS growth {ratio:.2f}x the history's text (<= "
-            f"{RSS_PER_TEXT:g}x): **{_verdict(ratio <= RSS_PER_TEXT)}**.",
+            f"{RSS_PER_TEXT:g}x): **{_verdict(ratio <= RSS_PER_TEXT)}**"
+            + (
+                ""
+                if history is None
+                else f" (the history alone takes {history / r['chars']:.2f}x; ARS's own "
+                f"growth beyond it is {(growth - history) / r['chars']:.2f}x the text)"
+            )
+            + ".",
             f"Target, {names[kind]}: median call of the last tenth {flat:.2f}x the first "
             f"(<= {LAST_OVER_FIRST:g}x): **{_verdict(flat <= LAST_OVER_FIRST)}**.",
             f"Target, {names[kind]}: slowest L2 round of the last tenth "
@@ -317,6 +364,8 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
         "contender",
         "RSS (MB)",
         "growth / text",
+        "the history alone",
+        "ARS's own / text",
         "median per call, first -> last tenth (ms)",
         "slowest L2 round, last tenth (ms)",
         "L2 rounds",
