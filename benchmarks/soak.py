@@ -341,15 +341,14 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
             ]
         )
         verdicts += [
-            f"Target, {names[kind]}: RSS growth {ratio:.2f}x the history's text (<= "
-            f"{RSS_PER_TEXT:g}x): **{_verdict(ratio <= RSS_PER_TEXT)}**"
+            f"Target, {names[kind]}: RSS growth {ratio:.2f}x the history's text"
             + (
                 ""
                 if history is None
-                else f" (the history alone takes {history / r['chars']:.2f}x; ARS's own "
-                f"growth beyond it is {(growth - history) / r['chars']:.2f}x the text)"
+                else f" (the history alone takes {history / r['chars']:.2f}x, ARS's own growth "
+                f"beyond it {(growth - history) / r['chars']:.2f}x)"
             )
-            + ".",
+            + f" (<= {RSS_PER_TEXT:g}x): **{_verdict(ratio <= RSS_PER_TEXT)}**.",
             f"Target, {names[kind]}: median call of the last tenth {flat:.2f}x the first "
             f"(<= {LAST_OVER_FIRST:g}x): **{_verdict(flat <= LAST_OVER_FIRST)}**.",
             f"Target, {names[kind]}: slowest L2 round of the last tenth "

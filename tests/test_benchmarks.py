@@ -654,4 +654,10 @@ def test_soak_section(smoke: tuple[str, dict[str, object], str]) -> None:
     for result in soak["results"].values():
         assert result["messages"] == 800 and result["rounds"] > 0
         assert result["chars"] > 400_000 and result["rss_end"] > 0
+    # each contender's history built alone (no call), in its own process: the same text
+    assert soak["alone"].keys() == soak["results"].keys()
+    for kind, alone in soak["alone"].items():
+        assert alone["chars"] == soak["results"][kind]["chars"] and alone["rounds"] == 0
+        assert alone["rss_end"] > 0
+    assert all(row["the history alone"].endswith("x") for row in rows)
     assert len(target_lines(section_text(report, "## N. Soak"))) == 6
