@@ -23,6 +23,7 @@ from .memo import Memo
 from .messages import Message
 from .pairing import pair_tool_calls
 from .stream import CompressionEvent, Level, Phase
+from .totals import HistorySize
 
 __all__ = ["CallOutcome", "CallState", "Cut", "FlowSettings", "L1View", "StateUpdate", "Tail"]
 
@@ -41,9 +42,19 @@ class StateUpdate:
     clear_event: bool = False
 
 
+#: a token count given now, or counted when first read
+Tokens = int | HistorySize
+
+
 @attrs.frozen
 class CallOutcome:
-    """The result of one wrapped model call."""
+    """The result of one wrapped model call.
+
+    ``tokens_before`` and ``tokens_after`` are exact counts. When the engine found
+    the history below T by a bound (see
+    :class:`~ars_core.capabilities.BoundedEstimator`) without counting it, they are
+    counted on first read (the same number the call would have counted);
+    :attr:`counted` says whether reading them costs nothing."""
 
     response: Any
     view: Sequence[Message]
@@ -51,8 +62,29 @@ class CallOutcome:
     events: tuple[CompressionEvent, ...]
     level: Level | None
     forced: bool
-    tokens_before: int
-    tokens_after: int
+    _tokens_before: Tokens = attrs.field(alias="tokens_before")
+    _tokens_after: Tokens = attrs.field(alias="tokens_after")
+    _extra: int = attrs.field(default=0, alias="extra")
+
+    @property
+    def tokens_before(self) -> int:
+        return _read(self._tokens_before, self._extra)
+
+    @property
+    def tokens_after(self) -> int:
+        return _read(self._tokens_after, self._extra)
+
+    @property
+    def counted(self) -> bool:
+        """Whether both counts are known (reading them counts nothing)."""
+        return all(
+            not isinstance(t, HistorySize) or t.exact
+            for t in (self._tokens_before, self._tokens_after)
+        )
+
+
+def _read(tokens: Tokens, extra: int) -> int:
+    return tokens.counted() + extra if isinstance(tokens, HistorySize) else tokens
 
 
 class FlowSettings(Protocol):
@@ -82,7 +114,7 @@ class CallState:
     effective: list[Message]
     raw: Sequence[Message]  # the effective messages as in state (archived losslessly)
     extra: int
-    tokens_before: int
+    history: HistorySize  # the effective messages' size: exact, or a bound counted on need
     threshold: int
     l2_threshold: int
     forced: bool
@@ -94,6 +126,16 @@ class CallState:
     emitted: list[CompressionEvent] = attrs.field(factory=list)
     orphan_results: int = 0  # tool results left out of the view sent (no call heads them)
     unanswered_calls: int = 0  # tool calls answered with a synthetic result in the view
+
+    @property
+    def tokens_before(self) -> int:
+        """The exact size of the request before compression (counted on first need)."""
+        return self.history.counted() + self.extra
+
+    def fits(self, limit: int) -> bool:
+        """Whether the request before compression is below ``limit``: decided by the
+        bound when it is below, else by the exact count."""
+        return self.history.tokens + self.extra < limit or self.tokens_before < limit
 
     def send(self, view: list[Message]) -> list[Message]:
         """``view`` as it is sent: every tool call paired with its result."""
@@ -131,9 +173,11 @@ class CallState:
         result: ModelResult,
         view: Sequence[Message],
         level: Level | None,
-        tokens_after: int,
+        tokens_after: int | None,
         update: StateUpdate | None = None,
     ) -> CallOutcome:
+        """The call's outcome; ``tokens_after`` ``None``: the request went out whole
+        (then both counts are the history's, counted when first read if only bounded)."""
         if update is None and self.check.changed:  # re-anchored or dropped: persist that
             update = StateUpdate(event=self.check.event, clear_event=self.check.event is None)
         return CallOutcome(
@@ -143,8 +187,9 @@ class CallState:
             events=tuple(self.emitted),
             level=level,
             forced=self.forced,
-            tokens_before=self.tokens_before,
-            tokens_after=tokens_after,
+            tokens_before=self.history if not self.history.exact else self.tokens_before,
+            tokens_after=self.history if tokens_after is None else tokens_after,
+            extra=self.extra,
         )
 
     def overflowed(self, result: ModelResult) -> bool:

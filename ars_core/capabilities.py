@@ -19,6 +19,7 @@ __all__ = [
     "AsyncBackend",
     "AsyncBytesBackend",
     "AsyncReadBackend",
+    "BoundedEstimator",
     "BudgetedSummarizer",
     "BytesBackend",
     "InlineSummarizer",
@@ -94,6 +95,18 @@ class InlineSummarizer(Protocol):
     ``runs_inline`` must be ``True``."""
 
     runs_inline: bool
+
+
+@runtime_checkable
+class BoundedEstimator(Protocol):
+    """An estimator with a cheap count never below its own: ``token_bound(message)``
+    is at least what ``count_message(message)`` returns (e.g. a byte-level BPE
+    estimator's UTF-8 bytes, each token covering at least one byte). The engine
+    sizes a history nothing has counted by these bounds, and counts it exactly only
+    when the bound comes within reach of a threshold: the decisions are those of
+    the exact count. An estimator without it is counted exactly, always."""
+
+    def token_bound(self, message: Any) -> int: ...
 
 
 _known: dict[tuple[type, type], bool] = {}

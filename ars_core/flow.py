@@ -61,6 +61,7 @@ from .errors import SummarizerError
 from .estimate import (
     Estimator,
     Tools,
+    is_bounded,
     is_incremental,
     message_sizes,
     message_tokens,
@@ -90,6 +91,7 @@ from .summarize import (
     whole_tokens,
 )
 from .summary_call import InputHalver, RetryPolicy, SummaryCall
+from .totals import HistorySize
 from .usage import Usage
 
 __all__ = ["CallOutcome", "FlowSettings", "StateUpdate", "can_compact", "flow"]
@@ -129,7 +131,7 @@ def flow(
         # kept messages go out as the L2 request sent them (prompt caches hold those bytes)
         effective = apply_sent_forms(list(effective), event)
     extra = _count_extra(est, system, tools)
-    history_tokens = _history_tokens(settings.memo, est, effective)
+    history = _history_size(settings.memo, est, effective)
     r = CallState(
         settings=settings,
         state=state,
@@ -138,7 +140,7 @@ def flow(
         effective=effective,
         raw=raw,
         extra=extra,
-        tokens_before=history_tokens + extra,
+        history=history,
         threshold=threshold,
         l2_threshold=l2_threshold,
         forced=forced,
@@ -148,12 +150,16 @@ def flow(
     return _run(r)
 
 
-def _history_tokens(memo: Memo, est: Estimator, effective: Sequence[Message]) -> int:
-    """Tokens of the effective messages: for an incremental estimator, the engine's
-    running total of this history, extended by what was appended since the last call."""
+def _history_size(memo: Memo, est: Estimator, effective: Sequence[Message]) -> HistorySize:
+    """The size of the effective messages: for an incremental estimator, the engine's
+    running total of this history, extended by what was appended since the last call.
+    A history nothing of which was counted yet is sized by the estimator's bound when
+    it has one (:class:`~ars_core.capabilities.BoundedEstimator`), and counted exactly
+    only when that bound reaches a threshold (:meth:`CallState.fits`) or a count is read."""
     if is_incremental(est):
-        return memo.history_tokens(effective, est.cache_key, est.count_message)
-    return est.count(effective)
+        bound = est.token_bound if is_bounded(est) else None
+        return memo.history_size(effective, est.cache_key, est.count_message, bound)
+    return HistorySize(est.count(effective))
 
 
 def can_compact(effective: Sequence[Message], event: SummarizationEvent | None, keep: int) -> bool:
@@ -166,7 +172,7 @@ def can_compact(effective: Sequence[Message], event: SummarizationEvent | None, 
 def _run(r: CallState) -> Flow:
     if r.check.dropped is not None:
         yield from _dropped_notice(r)
-    if not r.forced and not r.requested and r.tokens_before < r.threshold:
+    if not r.forced and not r.requested and r.fits(r.threshold):
         done = yield from _below_threshold(r)
         if done is not None:
             return done
@@ -226,7 +232,7 @@ def _below_threshold(r: CallState) -> Generator[Effect, Any, CallOutcome | None]
     result = yield CallModel(view)
     if r.overflowed(result):
         return None
-    return r.outcome(result, view, None, r.tokens_before)
+    return r.outcome(result, view, None, None)
 
 
 def _level1(r: CallState) -> Generator[Effect, Any, L1View]:

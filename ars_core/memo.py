@@ -56,6 +56,7 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from .messages import Message, as_messages
+from .totals import HistorySize, Totals
 
 __all__ = [
     "FAMILIES",
@@ -275,41 +276,35 @@ class PrefixMemo(Generic[S]):
             self._seen.clear()
 
 
-class RunningTotals:
-    """Running sums of a per-message size over a history (``totals[i]`` is the sum
-    of the first ``i`` sizes)."""
-
-    __slots__ = ("totals",)
-
-    def __init__(self) -> None:
-        self.totals = [0]
-
-
 class HistoryTotals:
     """Token totals of growing histories, for one per-message counter: a history
     that extends the last one counts only its appended messages."""
 
     def __init__(self, *, slots: int = 16) -> None:
-        self._memo: PrefixMemo[RunningTotals] = PrefixMemo(RunningTotals, slots=slots)
+        self._memo: PrefixMemo[Totals] = PrefixMemo(Totals, slots=slots)
 
     def total(self, messages: Sequence[Message], count: Callable[[Message], int]) -> int:
+        return self.size(messages, count).counted()
+
+    def size(
+        self,
+        messages: Sequence[Message],
+        count: Callable[[Message], int],
+        bound: Callable[[Message], int] | None = None,
+    ) -> HistorySize:
+        """The exact total of ``messages``, or with ``bound``, for a history nothing
+        of which was counted yet, an upper bound (see :meth:`Totals.size`)."""
         if not messages:
-            return 0
+            return HistorySize(0)
         memo = self._memo
         with memo.lock:
             seen, known = memo.track(messages)
-            totals = seen.state.totals
             if not known:
                 seen.messages.clear()
-                del totals[1:]
-            n = len(messages)
-            if n > len(seen.messages):
-                running = totals[-1]
-                for m in messages[len(seen.messages) :]:
-                    running += count(m)
-                    totals.append(running)
-                memo.extend(seen, messages, known)
-            return totals[n]
+                seen.state.reset()
+            size = seen.state.size(messages, count, bound, memo.lock)
+            memo.extend(seen, messages, known)
+            return size
 
     def clear(self) -> None:
         self._memo.clear()
@@ -322,7 +317,7 @@ class _History:
     __slots__ = ("totals",)
 
     def __init__(self) -> None:
-        self.totals: dict[Hashable, list[int]] = {}
+        self.totals: dict[Hashable, Totals] = {}
 
 
 class CheckedHistories:
@@ -368,19 +363,6 @@ class CheckedHistories:
 
     def clear(self) -> None:
         self._memo.clear()
-
-
-def _extend_totals(
-    totals: list[int], messages: Sequence[Message], count: Callable[[Message], int]
-) -> int:
-    """``totals`` brought up to ``len(messages)``; the total of ``messages``."""
-    n = len(messages)
-    if n >= len(totals):
-        running = totals[-1]
-        for m in messages[len(totals) - 1 :]:
-            running += count(m)
-            totals.append(running)
-    return totals[n]
 
 
 class SparseIndex(Generic[T]):
@@ -466,19 +448,34 @@ class Memo:
         counting each message with ``count``: the running total of the history this
         call checked when ``messages`` is it (no second comparison), else of the
         remembered history it extends; only appended messages are counted."""
+        return self.history_size(messages, key, count).counted()
+
+    def history_size(
+        self,
+        messages: Sequence[Message],
+        key: Hashable,
+        count: Callable[[Message], int],
+        bound: Callable[[Message], int] | None = None,
+    ) -> HistorySize:
+        """:meth:`history_tokens`, or with ``bound`` (a count never below ``count``), for
+        a history nothing of which was counted yet, the sum of the bounds (kept as
+        the history grows): the exact count is made when the size is read exactly."""
         if not messages:
-            return 0
+            return HistorySize(0)
         scope = _CURRENT.get()
         tracked = scope.history if scope is not None and scope.memo is self else None
         if tracked is not None and tracked[0] is messages and tracked[1] == len(messages):
-            with self.checked._memo.lock:
-                totals = tracked[2].state.totals.setdefault(key, [0])
-                return _extend_totals(totals, messages, count)
+            lock = self.checked._memo.lock
+            with lock:
+                totals = tracked[2].state.totals.get(key)
+                if totals is None:
+                    totals = tracked[2].state.totals[key] = Totals()
+                return totals.size(messages, count, bound, lock)
         with self._lock:
             found = self._totals.get(key)
             if found is None:
                 found = self._totals[key] = HistoryTotals()
-        return found.total(messages, count)
+        return found.size(messages, count, bound)
 
     def text_tokens(self, texts: Sequence[str], key: Hashable, count: Callable[[str], int]) -> int:
         """The sum of ``count`` over ``texts`` (a task statement: the texts of the last

@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
+import anyio.to_thread
 from langchain.agents.middleware.types import (
     AgentMiddleware,
     ExtendedModelResponse,
@@ -413,17 +414,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
 
     def _record_usage(self, call: Call, response: Any, outcome: CallOutcome) -> None:
         session = call.session
-        messages = getattr(response, "result", None) or (
-            [response] if isinstance(response, AIMessage) else []
-        )
-        usage = next(
-            (
-                m.usage_metadata
-                for m in reversed(messages)
-                if isinstance(m, AIMessage) and m.usage_metadata
-            ),
-            None,
-        )
+        usage = _usage(response)
         if not usage:
             return
         record = {
@@ -492,4 +483,22 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         outcome = await call.session.compressor.acall(
             call.messages, call_model, options=call.options(self.emit)
         )
+        if not outcome.counted and _usage(outcome.response):
+            # the estimate the usage is recorded against: counted off the event loop
+            await anyio.to_thread.run_sync(lambda: outcome.tokens_after)
         return self._finish(call, outcome)  # type: ignore[no-any-return]
+
+
+def _usage(response: Any) -> Mapping[str, Any] | None:
+    """The main model's ``usage_metadata`` in a model response, if any."""
+    messages = getattr(response, "result", None) or (
+        [response] if isinstance(response, AIMessage) else []
+    )
+    return next(
+        (
+            m.usage_metadata
+            for m in reversed(messages)
+            if isinstance(m, AIMessage) and m.usage_metadata
+        ),
+        None,
+    )

@@ -1,0 +1,137 @@
+"""Running token totals of a history, exact where counted and bounded elsewhere.
+
+A :class:`Totals` is what a history memo (:mod:`ars_core.memo`) keeps per
+estimator: ``totals[i]`` is the size of the history's first ``i`` messages. Up
+to :attr:`Totals.exact` messages it is their exact count; past it, an upper
+bound read from the estimator's cheap bound (a
+:class:`~ars_core.capabilities.BoundedEstimator`), so that a history nothing has
+counted is sized without encoding it. :class:`HistorySize` is one call's answer:
+the exact total, or a bound with the means to count it exactly when something
+reads it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["HistorySize", "Totals"]
+
+
+class Totals(list[int]):
+    """Running sums of a history's message sizes (``self[i]``: the first ``i``),
+    exact up to :attr:`exact` messages and upper bounds past it. :attr:`version`
+    changes whenever it is emptied for another history."""
+
+    __slots__ = ("exact", "version")
+
+    def __init__(self) -> None:
+        super().__init__((0,))
+        self.exact = 0
+        self.version = 0
+
+    def reset(self) -> None:
+        """Emptied for another history."""
+        del self[1:]
+        self.exact = 0
+        self.version += 1
+
+    def counted(self, messages: Sequence[Any], count: Callable[[Any], int], n: int) -> int:
+        """The exact total of ``messages[:n]`` (``messages`` the history these totals
+        describe), counting only what was not counted before."""
+        e = self.exact
+        if n <= e:
+            return self[n]
+        running = self[e]
+        if len(self) == e + 1:  # nothing bounded past the counted part: append
+            for m in messages[e:n]:
+                running += count(m)
+                self.append(running)
+        else:  # bounds replaced by counts (later bounds stay valid: counts are below them)
+            size = len(self)
+            for i in range(e, n):
+                running += count(messages[i])
+                if i + 1 < size:
+                    self[i + 1] = running
+                else:
+                    self.append(running)
+        self.exact = n
+        return running
+
+    def bounded(self, messages: Sequence[Any], bound: Callable[[Any], int], n: int) -> int:
+        """At least the total of ``messages[:n]`` (exact where counted), reading the
+        bound of messages no earlier call sized."""
+        if n < len(self):
+            return self[n]
+        running = self[-1]
+        for m in messages[len(self) - 1 : n]:
+            running += bound(m)
+            self.append(running)
+        return running
+
+    def size(
+        self,
+        messages: Sequence[Any],
+        count: Callable[[Any], int],
+        bound: Callable[[Any], int] | None,
+        lock: Any,
+    ) -> HistorySize:
+        """The size of ``messages`` (the history these totals describe): exact when
+        any of it was counted before (its appended messages are counted, as every
+        call does), else, given ``bound``, the sum of the bounds (kept as it grows;
+        ``lock`` guards these totals when the exact count is made later)."""
+        n = len(messages)
+        if bound is None or self.exact:
+            return HistorySize(self.counted(messages, count, n))
+        return HistorySize.bound(self.bounded(messages, bound, n), self, messages, count, lock)
+
+
+class HistorySize:
+    """The size of one call's history: :attr:`tokens` is its exact count when
+    :attr:`exact`, else an upper bound; :meth:`counted` is the exact count (counted
+    on first need, into the memo's totals while they still describe this history)."""
+
+    __slots__ = ("_count", "_lock", "_messages", "_totals", "_version", "exact", "tokens")
+
+    def __init__(self, tokens: int, exact: bool = True) -> None:
+        self.tokens = tokens
+        self.exact = exact
+        self._totals: Totals | None = None
+        self._version = 0
+        self._messages: Sequence[Any] = ()
+        self._count: Callable[[Any], int] | None = None
+        self._lock: Any = None
+
+    @classmethod
+    def bound(
+        cls,
+        tokens: int,
+        totals: Totals,
+        messages: Sequence[Any],
+        count: Callable[[Any], int],
+        lock: threading.RLock | threading.Lock,
+    ) -> HistorySize:
+        """An upper bound ``tokens`` of ``messages`` (all of them, as they are now),
+        whose exact count ``totals`` (guarded by ``lock``) can be brought to."""
+        size = cls(tokens, exact=False)
+        size._totals, size._version = totals, totals.version
+        size._messages = list(messages)  # the history as it is now, whatever the caller does
+        size._count, size._lock = count, lock
+        return size
+
+    def counted(self) -> int:
+        """The exact count of the history (counted now when only bounded)."""
+        if self.exact:
+            return self.tokens
+        with self._lock:
+            count, totals, messages = self._count, self._totals, self._messages
+            if totals is None or count is None:  # counted by another thread meanwhile
+                return self.tokens
+            if totals.version == self._version:  # still this history's: counts kept there
+                total = totals.counted(messages, count, len(messages))
+            else:
+                total = sum(map(count, messages))
+            self.tokens, self.exact = total, True
+            self._messages, self._totals = (), None
+        return total
