@@ -13,12 +13,14 @@ protocol's members; mypy checks them.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
     "AsyncBackend",
     "AsyncBytesBackend",
     "AsyncReadBackend",
+    "BatchBackend",
     "BoundedEstimator",
     "BudgetedSummarizer",
     "BytesBackend",
@@ -35,6 +37,16 @@ class BytesBackend(Protocol):
     writes bytes, with no second encoding)."""
 
     def write_bytes(self, path: str, data: bytes) -> Any: ...
+
+
+@runtime_checkable
+class BatchBackend(Protocol):
+    """A file backend that writes several files in one call (``(path, bytes)`` pairs,
+    read one at a time) and returns once each one written is durable, with the error
+    of each one not written, by path: the engine hands it all the files of one step
+    (a round's offloads), so durability costs one barrier, not one per file."""
+
+    def write_files(self, files: Iterable[tuple[str, bytes]]) -> Mapping[str, Exception]: ...
 
 
 @runtime_checkable
