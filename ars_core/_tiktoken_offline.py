@@ -30,12 +30,15 @@ if TYPE_CHECKING:
 
 from .errors import TiktokenUnavailableError
 
-__all__ = ["SUPPORTED_ENCODINGS", "TiktokenUnavailableError", "load_encoding"]
+__all__ = ["SUPPORTED_ENCODINGS", "TiktokenUnavailableError", "load_encoding", "token_lengths"]
 
 SUPPORTED_ENCODINGS: frozenset[str] = frozenset({"cl100k_base", "o200k_base"})
 
 _CACHE: dict[str, tiktoken.Encoding] = {}
 _LOCK = threading.Lock()
+#: per encoding, the byte length of each ordinary token, by token id (read from the
+#: same rank file as the encoding, when it is built)
+_LENGTHS: dict[str, bytearray] = {}
 
 
 def _missing(module: str) -> TiktokenUnavailableError:
@@ -79,6 +82,10 @@ def _offline_loader(name: str) -> Callable[..., dict[bytes, int]]:
             if line:
                 token, rank = line.split()
                 ranks[base64.b64decode(token)] = int(rank)
+        lengths = bytearray(max(ranks.values(), default=-1) + 1)
+        for piece, rank_of in ranks.items():  # no token is longer than 255 bytes
+            lengths[rank_of] = min(255, len(piece))
+        _LENGTHS[name] = lengths
         return ranks
 
     return load_tiktoken_bpe
@@ -140,3 +147,10 @@ def load_encoding(name: str) -> tiktoken.Encoding:
             encoding = tiktoken.Encoding(**_constructor_kwargs(name))
             _CACHE[name] = encoding
         return encoding
+
+
+def token_lengths(name: str) -> bytearray:
+    """The byte length of each ordinary token of the encoding ``name``, by token id
+    (what :meth:`~ars_core.estimate.TiktokenEstimator.token_ends` adds up)."""
+    load_encoding(name)
+    return _LENGTHS[name]

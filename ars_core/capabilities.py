@@ -26,6 +26,7 @@ __all__ = [
     "BytesBackend",
     "InlineSummarizer",
     "StateBoundBackend",
+    "TokenOffsets",
     "WholeHistorySummarizer",
     "has",
 ]
@@ -80,6 +81,16 @@ class StateBoundBackend(Protocol):
 
     @property
     def writes_follow_state(self) -> bool: ...
+
+
+@runtime_checkable
+class TokenOffsets(Protocol):
+    """An estimator that tells where each token of a text ends (character offsets,
+    ascending, the last the text's length) from one encoding pass: a preview is then
+    fitted to its budget on those offsets, with one count to confirm it, instead of a
+    count per trial length. Exact BPE estimators offer it."""
+
+    def token_ends(self, text: str) -> list[int]: ...
 
 
 @runtime_checkable

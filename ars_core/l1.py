@@ -25,11 +25,13 @@ write failed, so a failed write never loses text from the view.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import cast
 
 import attrs
 
+from .capabilities import TokenOffsets, has
 from .estimate import MESSAGE_OVERHEAD, Estimator, message_tokens
 from .files import decode_text, encode_text, sanitize_name, text_sha256
 from .layout import LARGE_TOOL_RESULTS_DIR, LARGE_USER_MESSAGES_DIR
@@ -170,12 +172,71 @@ def fit_preview(
 ) -> str:
     """A head of ``text`` as long as fits (within :data:`FIT_SLACK`) such that
     ``frame + head`` (+ ``overhead``) fits ``budget``."""
-    room = budget - overhead
+    return text[: _fit_head(estimator, text, budget - overhead, frame)[0]]
+
+
+#: characters per token a preview's text is first encoded for (more when that falls short)
+CHARS_PER_TOKEN = 5
+
+
+def _fit_head(
+    estimator: Estimator, text: str, room: int, frame: str
+) -> tuple[int, Sequence[int] | None]:
+    """The length of :func:`fit_preview`'s head, and the token ends of the text
+    encoded for it (``None`` with an estimator without :class:`TokenOffsets`)."""
     first = estimator.count_text(frame)
     if first >= room:
-        return ""
+        return 0, None
     window = min(len(text), room * 8)
-    return text[: _longest(window, lambda m: estimator.count_text(frame + text[:m]), room, first)]
+    if not has(estimator, TokenOffsets):
+        count = estimator.count_text
+        return _longest(window, lambda m: count(frame + text[:m]), room, first), None
+    offsets = cast(TokenOffsets, estimator)
+    # encoded once: enough characters for the room at a few per token, more if short
+    size = min(window, (room - first) * CHARS_PER_TOKEN + 64)
+    ends = offsets.token_ends(text[:size])
+    while len(ends) < room - first and size < window:
+        size = min(window, size * 2)
+        ends = offsets.token_ends(text[:size])
+    return _fitted(estimator, lambda k: _head(ends, k), frame, text, room, first), ends
+
+
+def _head(ends: Sequence[int], k: int) -> int:
+    """The characters the first ``k`` tokens hold (``ends`` as ``token_ends`` gives them)."""
+    return ends[min(k, len(ends)) - 1] if k > 0 and ends else 0
+
+
+#: confirming counts a preview fitted on token offsets may take before the fit falls
+#: back to a search by counts (the offsets are off by a token or two at the seams)
+CONFIRMS = 4
+
+
+def _fitted(
+    estimator: Estimator,
+    length: Callable[[int], int],
+    frame: str,
+    text: str,
+    room: int,
+    first: int,
+    render: Callable[[int], str] | None = None,
+) -> int:
+    """The longest ``m`` such that ``frame + render(m)`` (a head of ``text`` by default)
+    fits ``room``, where ``length(k)`` is the length that about ``k`` tokens of text
+    hold: the guess is ``length(room - first)``, confirmed by one count and moved back
+    by what it overshot (BPE merges at the seams); after :data:`CONFIRMS` counts, a
+    search by counts below the last guess."""
+    show = render if render is not None else (lambda m: text[:m])
+    k = room - first
+    m = length(k)
+    for _ in range(CONFIRMS):
+        over = estimator.count_text(frame + show(m)) - room
+        if over <= 0:
+            return m
+        k -= over
+        m = min(m - 1, length(k))
+        if m <= 0:
+            return 0
+    return _longest(m, lambda n: estimator.count_text(frame + show(n)), room, first)
 
 
 def fit_head_and_tail(
@@ -185,10 +246,11 @@ def fit_head_and_tail(
     between) such that ``frame`` + preview (+ ``overhead``) fits ``budget``:
     the end of a test or build log, where the error usually is, stays in view.
     A budget too small for both gets the head alone."""
-    head_only = fit_preview(estimator, text, budget, frame, overhead=overhead)
+    room = budget - overhead
+    longest, ends = _fit_head(estimator, text, room, frame)
+    head_only = text[:longest]
     if len(head_only) >= len(text) or not head_only:
         return head_only
-    room = budget - overhead
 
     def preview(n: int) -> str:
         head = n * 2 // 3
@@ -199,9 +261,44 @@ def fit_head_and_tail(
     first = estimator.count_text(frame + preview(0))
     if first > room:
         return head_only
-    lo = _longest(len(head_only), lambda m: estimator.count_text(frame + preview(m)), room, first)
+    if ends is not None:
+        length = _head_and_tail_length(cast(TokenOffsets, estimator), text, longest, ends)
+        lo = _fitted(estimator, length, frame, text, room, first, render=preview)
+    else:
+        count = estimator.count_text
+        lo = _longest(longest, lambda m: count(frame + preview(m)), room, first)
     # when the gap line would eat most of a small budget, the head alone says more
-    return preview(lo) if lo * 2 >= len(head_only) else head_only
+    return preview(lo) if lo * 2 >= longest else head_only
+
+
+def _head_and_tail_length(
+    estimator: TokenOffsets, text: str, longest: int, head_ends: Sequence[int]
+) -> Callable[[int], int]:
+    """``length(k)`` for a head-and-tail preview of ``text`` (at most ``longest``
+    characters): the longest ``n`` whose head (two thirds) and tail (one third) hold
+    at most ``k`` tokens between them, on the token ends of the text's head
+    (``head_ends``) and of one pass over its end."""
+    size = longest - longest * 2 // 3 + 16  # the most a tail holds, and a few more
+    tail = text[len(text) - size :]
+    # where the tail's tokens start, counted back from the text's end (ascending)
+    tail_starts = [size - e for e in reversed([0, *estimator.token_ends(tail)[:-1]])]
+
+    def tokens(n: int) -> int:  # the tokens that hold the head and the tail of n characters
+        head, back = n * 2 // 3, n - n * 2 // 3
+        held = bisect.bisect_left(head_ends, head) + 1 if head else 0
+        return held + (bisect.bisect_left(tail_starts, back) + 1 if back else 0)
+
+    def length(k: int) -> int:
+        lo, hi = 0, longest
+        while lo < hi:  # the largest n with tokens(n) <= k
+            mid = (lo + hi + 1) // 2
+            if tokens(mid) <= k:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    return length
 
 
 @attrs.frozen
