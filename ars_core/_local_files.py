@@ -15,9 +15,9 @@ from __future__ import annotations
 import errno
 import os
 import threading
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import BinaryIO
+from typing import Any, BinaryIO, cast
 
 __all__ = ["BATCH_FILES", "CHUNK", "FLUSH_THREADS", "LocalBatch", "flush"]
 
@@ -47,8 +47,11 @@ def _executor() -> ThreadPoolExecutor:
         return _pool[1]
 
 
-def flush(fd: int) -> OSError | None:
-    """``fsync`` of ``fd``: ``None`` when done (or not supported there), else the error."""
+def flush(fd: int | None) -> OSError | None:
+    """``fsync`` of ``fd``: ``None`` when done (or not supported there, or ``fd`` is
+    ``None``: a file with no descriptor), else the error."""
+    if fd is None:
+        return None
     try:
         os.fsync(fd)
     except OSError as exc:
@@ -56,11 +59,19 @@ def flush(fd: int) -> OSError | None:
     return None
 
 
-def _flush_all(fds: Sequence[int]) -> list[OSError | None]:
+def _flush_all(fds: Sequence[int | None]) -> list[OSError | None]:
     """:func:`flush` of every ``fd``, all at once; the error of each."""
     if len(fds) <= 1:
         return [flush(fd) for fd in fds]
     return list(_executor().map(flush, fds))
+
+
+def _fileno(fh: Any) -> int | None:
+    """The descriptor of an open file, ``None`` when it has none (not a real file)."""
+    try:
+        return int(fh.fileno())
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 def _flush_folder(folder: str) -> OSError | None:
@@ -91,27 +102,53 @@ class _Staged:
 
 
 class LocalBatch:
-    """Temporaries written and not yet durable; :meth:`commit` makes them so."""
+    """Temporaries written and not yet durable; :meth:`commit` makes them so.
 
-    def __init__(self) -> None:
+    Files are opened, renamed and removed with ``os`` calls, or through ``fs`` when
+    one is given (an fsspec local filesystem of the application's own class, which
+    then sees every write)."""
+
+    def __init__(self, fs: Any = None) -> None:
         self._staged: list[_Staged] = []
+        self._fs = fs
+
+    def _open(self, tmp: str) -> BinaryIO:
+        if self._fs is None:
+            return open(tmp, "xb")  # kept open until the commit
+        return cast(BinaryIO, self._fs.open(tmp, "wb"))
+
+    def _makedirs(self, folder: str) -> None:
+        if self._fs is None:
+            os.makedirs(folder, exist_ok=True)
+        else:
+            self._fs.makedirs(folder, exist_ok=True)
+
+    def _rename(self, tmp: str, host: str) -> None:
+        if self._fs is None:
+            os.replace(tmp, host)
+        else:
+            self._fs.mv(tmp, host)
 
     def __len__(self) -> int:
         return len(self._staged)
 
-    def stage(self, key: Hashable, host: str, tmp: str, data: bytes) -> None:
-        """Write ``data`` whole to the temporary ``tmp`` (its folder made when
-        missing), to be renamed to ``host`` by :meth:`commit`; raises what the
-        write raised (the temporary removed)."""
+    def stage(self, key: Hashable, host: str, tmp: str, pieces: Iterable[bytes]) -> None:
+        """Write the file (its ``pieces`` one after the other) whole to the temporary
+        ``tmp`` (its folder made when missing), to be renamed to ``host`` by
+        :meth:`commit`; raises what the write raised (the temporary removed)."""
         try:
-            fh = open(tmp, "xb")  # kept open until the commit
+            fh = self._open(tmp)
         except FileNotFoundError:
-            os.makedirs(os.path.dirname(tmp), exist_ok=True)
-            fh = open(tmp, "xb")  # kept open until the commit
+            self._makedirs(os.path.dirname(tmp))
+            fh = self._open(tmp)
         try:
-            pieces = memoryview(data)  # slices of it are views, not copies
-            for start in range(0, len(data), CHUNK):
-                fh.write(pieces[start : start + CHUNK])
+            for data in pieces:
+                if len(data) <= CHUNK:
+                    fh.write(data)
+                    continue
+                view = memoryview(data)  # slices of it are views, not copies
+                for start in range(0, len(data), CHUNK):
+                    fh.write(view[start : start + CHUNK])
             fh.flush()
         except BaseException:
             fh.close()
@@ -119,21 +156,21 @@ class LocalBatch:
             raise
         self._staged.append(_Staged(key, host, tmp, fh))
 
-    def commit(self) -> dict[Hashable, OSError]:
+    def commit(self) -> dict[Hashable, Exception]:
         """Flush every staged temporary at once, rename each into place, flush their
         folders; the error of each file that is not written (its temporary removed)."""
         staged, self._staged = self._staged, []
-        errors: dict[Hashable, OSError] = {}
+        errors: dict[Hashable, Exception] = {}
         try:
-            flushed = _flush_all([s.fh.fileno() for s in staged])
+            flushed = _flush_all([_fileno(s.fh) for s in staged])
             renamed: dict[str, list[Hashable]] = {}
             for s, error in zip(staged, flushed, strict=True):
                 s.fh.close()
                 try:
                     if error is not None:
                         raise error
-                    os.replace(s.tmp, s.host)
-                except OSError as exc:
+                    self._rename(s.tmp, s.host)
+                except Exception as exc:  # storage errors vary by filesystem
                     _remove(s.tmp)
                     errors[s.key] = exc
                     continue
@@ -157,7 +194,9 @@ def _discard(staged: Sequence[_Staged]) -> None:
             _remove(s.tmp)
 
 
-def _flush_folders(renamed: dict[str, list[Hashable]], errors: dict[Hashable, OSError]) -> None:
+def _flush_folders(
+    renamed: dict[str, list[Hashable]], errors: dict[Hashable, Exception]
+) -> None:
     """Flush each folder of ``renamed`` (at once); a folder that fails fails its files."""
     folders = list(renamed)
     run: Callable[[str], OSError | None] = _flush_folder

@@ -13,7 +13,7 @@ protocol's members; mypy checks them.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
@@ -42,12 +42,15 @@ class BytesBackend(Protocol):
 
 @runtime_checkable
 class BatchBackend(Protocol):
-    """A file backend that writes several files in one call (``(path, bytes)`` pairs,
-    read one at a time) and returns once each one written is durable, with the error
-    of each one not written, by path: the engine hands it all the files of one step
-    (a round's offloads), so durability costs one barrier, not one per file."""
+    """A file backend that writes several files in one call (``(path, pieces)`` pairs,
+    read one at a time: a file's bytes are its pieces one after the other) and returns
+    once each one written is durable, with the error of each one not written, by
+    path: the engine hands it all the files of one step (a round's offloads), so
+    durability costs one barrier, not one per file, and a large file is streamed."""
 
-    def write_files(self, files: Iterable[tuple[str, bytes]]) -> Mapping[str, Exception]: ...
+    def write_files(
+        self, files: Iterable[tuple[str, Sequence[bytes]]]
+    ) -> Mapping[str, Exception]: ...
 
 
 @runtime_checkable

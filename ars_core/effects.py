@@ -278,10 +278,10 @@ class SyncEffects:
 
     def write(self, effect: Write) -> set[str]:
         ledger = _Ledger(self.written, self.backend, effect.writes)
-        if has(self.backend, BatchBackend) and len(ledger.todo) > 1:
+        if has(self.backend, BatchBackend):
             # all at once, one durability barrier; each file encoded as it is reached
             batch = cast(BatchBackend, self.backend)
-            errors = batch.write_files((w.path, w.data) for w in ledger.todo)
+            errors = batch.write_files((w.path, w.pieces) for w in ledger.todo)
             for w in ledger.todo:
                 ledger.record(w, errors.get(w.path))
             return ledger.failed

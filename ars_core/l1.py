@@ -26,7 +26,7 @@ write failed, so a failed write never loses text from the view.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import cast
 
 import attrs
@@ -70,29 +70,66 @@ TRUNCATE_TOOLS: tuple[str, ...] = ("write_file", "edit_file")
 
 @attrs.frozen
 class FileWrite:
-    """A text file to write under a virtual path: its ``text``, or that text
-    already encoded (``data``, as :func:`~ars_core.files.encode_text` gives it)
-    when the engine built it from encoded pieces (the history archive). Either
-    form gives the other on demand; a backend with ``write_bytes`` takes ``data``
-    as it is, so a large archive is never decoded and encoded again."""
+    """A text file to write under a virtual path: its ``text``, that text already
+    encoded (``data``, as :func:`~ars_core.files.encode_text` gives it), or its
+    encoded ``lines`` (the file is each line followed by a newline: a history archive,
+    built from lines kept per message) when the engine built it from encoded pieces.
+    Any form gives the others on demand; a backend with ``write_bytes`` takes
+    ``data`` as it is, and one with ``write_files`` takes the :attr:`pieces`, so a
+    large archive is never decoded, encoded or joined into one copy again."""
 
     path: str
     _text: str | None = attrs.field(default=None, alias="text")
     _data: bytes | None = attrs.field(default=None, alias="data", repr=False)
+    _lines: tuple[bytes, ...] | None = attrs.field(default=None, alias="lines", repr=False)
 
     def __attrs_post_init__(self) -> None:
-        if self._text is None and self._data is None:
-            raise TypeError("a FileWrite needs its text or its encoded data")
+        if self._text is None and self._data is None and self._lines is None:
+            raise TypeError("a FileWrite needs its text, its encoded data or its lines")
 
     @property
     def text(self) -> str:
         """The file's text."""
-        return self._text if self._text is not None else decode_text(cast(bytes, self._data))
+        return self._text if self._text is not None else decode_text(self.data)
 
     @property
     def data(self) -> bytes:
         """The file's bytes as ARS stores them."""
-        return self._data if self._data is not None else encode_text(cast(str, self._text))
+        if self._data is not None:
+            return self._data
+        if self._lines is not None:
+            return b"\n".join(self._lines) + b"\n"
+        return encode_text(cast(str, self._text))
+
+    @property
+    def pieces(self) -> Sequence[bytes]:
+        """The file's bytes as pieces to write one after the other (no joined copy)."""
+        if self._lines is not None:
+            return _Lines(self._lines)
+        return (self.data,)
+
+
+class _Lines(Sequence[bytes]):
+    """Lines as the pieces of a file: each line, then a newline."""
+
+    __slots__ = ("_lines",)
+
+    def __init__(self, lines: tuple[bytes, ...]) -> None:
+        self._lines = lines
+
+    def __len__(self) -> int:
+        return 2 * len(self._lines)
+
+    def __iter__(self) -> Iterator[bytes]:
+        for line in self._lines:
+            yield line
+            yield b"\n"
+
+    def __getitem__(self, i: int) -> bytes:  # type: ignore[override]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        i %= len(self)
+        return self._lines[i // 2] if i % 2 == 0 else b"\n"
 
 
 def sha256_text(text: str) -> str:

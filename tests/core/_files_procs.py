@@ -58,18 +58,6 @@ class _SlowFile:
         self._inner.close()
 
 
-def _slow_local_files() -> None:
-    """Slow streamed writes on a local folder, which ARS writes with the ``open``
-    of :mod:`ars_core._local_files` (one durability barrier for many files)."""
-    import ars_core._local_files as local
-
-    def slow_open(path: str, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-        handle = open(path, mode, *args, **kwargs)
-        return _SlowFile(handle) if "w" in mode or "x" in mode else handle
-
-    local.open = slow_open  # type: ignore[attr-defined]
-
-
 def _slow(fs: Any) -> Any:
     """The same filesystem, with slow streamed writes."""
 
@@ -96,7 +84,6 @@ def write(url: str, options: str, lines: str, slow: str) -> None:
     fs, _ = url_to_fs(url, **storage_options)
     if slow == "1":
         fs = _slow(fs)
-        _slow_local_files()
     backend = FsspecBackend(url, storage_options=storage_options, fs=fs)
     call = ToolCall(id="c1", name=TOOL, args={})
     messages = [
