@@ -194,9 +194,7 @@ def _discard(staged: Sequence[_Staged]) -> None:
             _remove(s.tmp)
 
 
-def _flush_folders(
-    renamed: dict[str, list[Hashable]], errors: dict[Hashable, Exception]
-) -> None:
+def _flush_folders(renamed: dict[str, list[Hashable]], errors: dict[Hashable, Exception]) -> None:
     """Flush each folder of ``renamed`` (at once); a folder that fails fails its files."""
     folders = list(renamed)
     run: Callable[[str], OSError | None] = _flush_folder

@@ -349,9 +349,7 @@ class FsspecBackend:
                 errors[path] = exc
         return errors
 
-    def _write_local(
-        self, files: Iterable[tuple[str, Sequence[bytes]]]
-    ) -> dict[str, Exception]:
+    def _write_local(self, files: Iterable[tuple[str, Sequence[bytes]]]) -> dict[str, Exception]:
         """:meth:`write_files` on a local folder: one :class:`LocalBatch` barrier."""
         errors: dict[str, Exception] = {}
         batch, norms = LocalBatch(self.fs if self._own_fs else None), dict[str, str]()

@@ -209,33 +209,37 @@ def fit_preview(
 ) -> str:
     """A head of ``text`` as long as fits (within :data:`FIT_SLACK`) such that
     ``frame + head`` (+ ``overhead``) fits ``budget``."""
-    return text[: _fit_head(estimator, text, budget - overhead, frame)[0]]
+    room = budget - overhead
+    first = estimator.count_text(frame)
+    if first >= room:
+        return ""
+    ends = _head_ends(estimator, text, room, first)
+    if ends is None:
+        window = min(len(text), room * 8)
+        count = estimator.count_text
+        return text[: _longest(window, lambda m: count(frame + text[:m]), room, first)]
+    return text[: _fitted(estimator, lambda k: _head(ends, k), frame, text, room, first)]
 
 
 #: characters per token a preview's text is first encoded for (more when that falls short)
 CHARS_PER_TOKEN = 5
 
 
-def _fit_head(
-    estimator: Estimator, text: str, room: int, frame: str
-) -> tuple[int, Sequence[int] | None]:
-    """The length of :func:`fit_preview`'s head, and the token ends of the text
-    encoded for it (``None`` with an estimator without :class:`TokenOffsets`)."""
-    first = estimator.count_text(frame)
-    if first >= room:
-        return 0, None
-    window = min(len(text), room * 8)
+def _head_ends(estimator: Estimator, text: str, room: int, first: int) -> Sequence[int] | None:
+    """The token ends of a head of ``text`` holding the ``room - first`` tokens a
+    preview has (or the whole window a preview searches, ``room * 8`` characters), from
+    one encoding pass; ``None`` for an estimator without :class:`TokenOffsets`."""
     if not has(estimator, TokenOffsets):
-        count = estimator.count_text
-        return _longest(window, lambda m: count(frame + text[:m]), room, first), None
+        return None
     offsets = cast(TokenOffsets, estimator)
-    # encoded once: enough characters for the room at a few per token, more if short
-    size = min(window, (room - first) * CHARS_PER_TOKEN + 64)
+    tokens, window = room - first, min(len(text), room * 8)
+    # enough characters for the room at a few per token, more when that falls short
+    size = min(window, tokens * CHARS_PER_TOKEN + 64)
     ends = offsets.token_ends(text[:size])
-    while len(ends) < room - first and size < window:
+    while len(ends) < tokens and size < window:
         size = min(window, size * 2)
         ends = offsets.token_ends(text[:size])
-    return _fitted(estimator, lambda k: _head(ends, k), frame, text, room, first), ends
+    return ends
 
 
 def _head(ends: Sequence[int], k: int) -> int:
@@ -284,10 +288,26 @@ def fit_head_and_tail(
     the end of a test or build log, where the error usually is, stays in view.
     A budget too small for both gets the head alone."""
     room = budget - overhead
-    longest, ends = _fit_head(estimator, text, room, frame)
-    head_only = text[:longest]
-    if len(head_only) >= len(text) or not head_only:
-        return head_only
+    first = estimator.count_text(frame)
+    if first >= room:
+        return ""
+    ends = _head_ends(estimator, text, room, first)
+    count = estimator.count_text
+    if ends is None:  # the head alone, by a search by counts
+        window = min(len(text), room * 8)
+        longest = _longest(window, lambda m: count(frame + text[:m]), room, first)
+    else:  # where the head alone would end; counted only if it is what is sent
+        longest = _head(ends, room - first)
+    confirmed = ends is None
+
+    def head_only() -> str:
+        if confirmed:
+            return text[:longest]
+        assert ends is not None
+        return text[: _fitted(estimator, lambda k: _head(ends, k), frame, text, room, first)]
+
+    if longest >= len(text) or not longest:
+        return head_only()
 
     def preview(n: int) -> str:
         head = n * 2 // 3
@@ -295,17 +315,16 @@ def fit_head_and_tail(
         gap = f"\n[... {len(text) - n} characters not shown ...]\n"
         return text[:head] + gap + (text[-tail:] if tail else "")
 
-    first = estimator.count_text(frame + preview(0))
-    if first > room:
-        return head_only
+    framed = count(frame + preview(0))  # the frame and the gap line
+    if framed > room:
+        return head_only()
     if ends is not None:
         length = _head_and_tail_length(cast(TokenOffsets, estimator), text, longest, ends)
-        lo = _fitted(estimator, length, frame, text, room, first, render=preview)
+        lo = _fitted(estimator, length, frame, text, room, framed, render=preview)
     else:
-        count = estimator.count_text
-        lo = _longest(longest, lambda m: count(frame + preview(m)), room, first)
+        lo = _longest(longest, lambda m: count(frame + preview(m)), room, framed)
     # when the gap line would eat most of a small budget, the head alone says more
-    return preview(lo) if lo * 2 >= longest else head_only
+    return preview(lo) if lo * 2 >= longest else head_only()
 
 
 def _head_and_tail_length(
