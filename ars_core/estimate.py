@@ -27,11 +27,9 @@ grew costs work proportional to the new messages.
 
 from __future__ import annotations
 
-import bisect
 import operator
 from collections import deque
 from collections.abc import Collection, Hashable, Mapping, Sequence
-from itertools import accumulate
 from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 from ._media import media_tokens
@@ -500,7 +498,6 @@ class TiktokenEstimator(CachingEstimator):
         self.encoding_name = encoding
         self.name = f"tiktoken:{encoding}"
         self._encoding = load_encoding(encoding)
-        self._lengths: bytearray | None = None
         from .bounds import Utf8Bytes
 
         self._bytes = Utf8Bytes()
@@ -530,25 +527,6 @@ class TiktokenEstimator(CachingEstimator):
             total += len(self._encoding.encode_ordinary(text[start:end]))
             start = end
         return total
-
-    def token_ends(self, text: str) -> list[int]:
-        """Where each token of ``text`` ends, as character offsets (ascending, the last
-        ``len(text)``), from one encoding pass (see
-        :class:`~ars_core.capabilities.TokenOffsets`). A token that ends inside a
-        character (BPE works on bytes) holds that character."""
-        if self._lengths is None:
-            from ._tiktoken_offline import token_lengths
-
-            self._lengths = token_lengths(self.encoding_name)
-        tokens = self._encoding.encode_ordinary(text)
-        ends = list(accumulate(map(self._lengths.__getitem__, tokens)))
-        if text.isascii():
-            return ends
-        # bytes to characters: the characters that start before each token's end (a
-        # lone surrogate is 3 bytes here as in the encoder, which reads it as U+FFFD)
-        data = text.encode("utf-8", "surrogatepass")
-        starts = [i for i, b in enumerate(data) if b & 0xC0 != 0x80]
-        return [bisect.bisect_left(starts, end) for end in ends]
 
 
 #: new text (characters) above which the async engine counts and trims off the event loop

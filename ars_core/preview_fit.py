@@ -1,9 +1,9 @@
 """Fitting a preview (the head of a text, or its head and tail) to a token budget.
 
-With an estimator that tells where its tokens end (:class:`TokenOffsets`, the
-exact BPE one) the text is encoded once for its head and once for its end, the
-cut is placed on those offsets and confirmed by one count; any other estimator
-is searched by counts (:func:`_longest`, a few counts per fit).
+With an estimator whose counts are a tiktoken encoding's (:class:`TiktokenEncoding`,
+the exact BPE one) the text is encoded once for its head and once for its end, the
+cut is placed on where those tokens end and confirmed by one count; any other
+estimator is searched by counts (:func:`_longest`, a few counts per fit).
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import bisect
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from .capabilities import TokenOffsets, has
+from ._tiktoken_offline import SUPPORTED_ENCODINGS, token_ends
+from .capabilities import TiktokenEncoding, has
 from .estimate import MESSAGE_OVERHEAD, Estimator
 
 __all__ = ["CHARS_PER_TOKEN", "CONFIRMS", "FIT_SLACK", "fit_head_and_tail", "fit_preview"]
@@ -79,18 +80,27 @@ CHARS_PER_TOKEN = 5
 def _head_ends(estimator: Estimator, text: str, room: int, first: int) -> Sequence[int] | None:
     """The token ends of a head of ``text`` holding the ``room - first`` tokens a
     preview has (or the whole window a preview searches, ``room * 8`` characters), from
-    one encoding pass; ``None`` for an estimator without :class:`TokenOffsets`."""
-    if not has(estimator, TokenOffsets):
+    one encoding pass; ``None`` for an estimator that is not a :class:`TiktokenEncoding`."""
+    offsets = _offsets(estimator)
+    if offsets is None:
         return None
-    offsets = cast(TokenOffsets, estimator)
     tokens, window = room - first, min(len(text), room * 8)
     # enough characters for the room at a few per token, more when that falls short
     size = min(window, tokens * CHARS_PER_TOKEN + 64)
-    ends = offsets.token_ends(text[:size])
+    ends = offsets(text[:size])
     while len(ends) < tokens and size < window:
         size = min(window, size * 2)
-        ends = offsets.token_ends(text[:size])
+        ends = offsets(text[:size])
     return ends
+
+
+def _offsets(estimator: Estimator) -> Callable[[str], list[int]] | None:
+    """Where each token of a text ends (:func:`~ars_core._tiktoken_offline.token_ends`)
+    in the encoding of a :class:`TiktokenEncoding` estimator; ``None`` for any other."""
+    if not has(estimator, TiktokenEncoding):
+        return None
+    name = cast(TiktokenEncoding, estimator).encoding_name
+    return (lambda text: token_ends(name, text)) if name in SUPPORTED_ENCODINGS else None
 
 
 def _head(ends: Sequence[int], k: int) -> int:
@@ -170,7 +180,9 @@ def fit_head_and_tail(
     if framed > room:
         return head_only()
     if ends is not None:
-        length = _head_and_tail_length(cast(TokenOffsets, estimator), text, longest, ends)
+        offsets = _offsets(estimator)
+        assert offsets is not None
+        length = _head_and_tail_length(offsets, text, longest, ends)
         lo = _fitted(estimator, length, frame, text, room, framed, render=preview)
     else:
         lo = _longest(longest, lambda m: count(frame + preview(m)), room, framed)
@@ -179,7 +191,7 @@ def fit_head_and_tail(
 
 
 def _head_and_tail_length(
-    estimator: TokenOffsets, text: str, longest: int, head_ends: Sequence[int]
+    offsets: Callable[[str], list[int]], text: str, longest: int, head_ends: Sequence[int]
 ) -> Callable[[int], int]:
     """``length(k)`` for a head-and-tail preview of ``text`` (at most ``longest``
     characters): the longest ``n`` whose head (two thirds) and tail (one third) hold
@@ -188,7 +200,7 @@ def _head_and_tail_length(
     size = longest - longest * 2 // 3 + 16  # the most a tail holds, and a few more
     tail = text[len(text) - size :]
     # where the tail's tokens start, counted back from the text's end (ascending)
-    tail_starts = [size - e for e in reversed([0, *estimator.token_ends(tail)[:-1]])]
+    tail_starts = [size - e for e in reversed([0, *offsets(tail)[:-1]])]
 
     def tokens(n: int) -> int:  # the tokens that hold the head and the tail of n characters
         head, back = n * 2 // 3, n - n * 2 // 3

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from ars_core import preview_fit
+from ars_core._tiktoken_offline import token_ends
 from ars_core.estimate import TiktokenEstimator
 from ars_core.l1 import fit_head_and_tail, fit_preview
 
@@ -62,22 +64,32 @@ class _Counted:
 
 
 class _WithOffsets(_Counted):
-    """:class:`_Counted` that tells where its tokens end (``TokenOffsets``)."""
+    """:class:`_Counted` naming the encoding its counts are (``TiktokenEncoding``):
+    previews are fitted on where its tokens end, each pass counted here."""
 
-    def token_ends(self, text: str) -> list[int]:
-        self.passes += 1
-        self.chars += len(text)
-        return self.inner.token_ends(text)
+    encoding_name = "o200k_base"
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        super().__init__()
+
+        def ends(name: str, text: str) -> list[int]:
+            self.passes += 1
+            self.chars += len(text)
+            return token_ends(name, text)
+
+        monkeypatch.setattr(preview_fit, "token_ends", ends)
 
 
 @pytest.mark.spec("R12", "R13")
 @pytest.mark.parametrize("name", list(TEXTS))
 @pytest.mark.parametrize("budget", [56, 120, 300, 700])
-def test_a_preview_fits_its_budget_and_is_about_as_long_as_fits(name: str, budget: int) -> None:
+def test_a_preview_fits_its_budget_and_is_about_as_long_as_fits(
+    name: str, budget: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     text, overhead = TEXTS[name], 9
     exact = TiktokenEstimator()
     room = budget - overhead
-    fast, search = _WithOffsets(), _Counted()
+    fast, search = _WithOffsets(monkeypatch), _Counted()
     for fit in (fit_preview, fit_head_and_tail):
         got = fit(fast, text, budget, FRAME, overhead=overhead)
         best = fit(search, text, budget, FRAME, overhead=overhead)  # a search by counts
@@ -94,12 +106,14 @@ def test_a_preview_fits_its_budget_and_is_about_as_long_as_fits(name: str, budge
 
 @pytest.mark.spec("R12", "R13")
 @pytest.mark.parametrize("name", ["log", "json", "accents"])
-def test_a_preview_is_fitted_on_one_encoding_pass_not_a_count_per_trial(name: str) -> None:
+def test_a_preview_is_fitted_on_one_encoding_pass_not_a_count_per_trial(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The text is encoded once for its head and once for its end, and what is sent
     is confirmed by a count or two: a handful of encoder passes over a few times the
     preview's size, where a search by counts encodes a trial length per step."""
     text = TEXTS[name] * 4
-    fast, search = _WithOffsets(), _Counted()
+    fast, search = _WithOffsets(monkeypatch), _Counted()
     got = fit_head_and_tail(fast, text, 300, FRAME, overhead=9)
     best = fit_head_and_tail(search, text, 300, FRAME, overhead=9)
     assert len(got) >= len(best) - 24
@@ -114,7 +128,7 @@ def test_token_ends_are_where_each_token_of_one_encoding_pass_ends(name: str) ->
     to it decode to (a character split between two tokens belongs to the first)."""
     estimator = TiktokenEstimator()
     text = TEXTS[name][:3000]
-    ends = estimator.token_ends(text)
+    ends = token_ends("o200k_base", text)
     assert len(ends) == estimator.count_text(text) and ends[-1] == len(text)
     encoding = estimator._encoding
     tokens = encoding.encode_ordinary(text)
