@@ -9,9 +9,14 @@ overheads, media, tool calls as JSON) with each text taken as its bytes.
 
 from __future__ import annotations
 
-from .estimate import CachingEstimator
+from json.encoder import encode_basestring as _escaped
+from typing import Any
 
-__all__ = ["Utf8Bytes", "utf8_length"]
+from .estimate import MESSAGE_OVERHEAD, TOOL_CALL_OVERHEAD, CachingEstimator
+from .messages import Message
+from .provider_text import json_text
+
+__all__ = ["Utf8Bytes", "json_bytes", "utf8_length"]
 
 
 def utf8_length(text: str) -> int:
@@ -29,3 +34,54 @@ class Utf8Bytes(CachingEstimator):
 
     def count_text(self, text: str) -> int:
         return utf8_length(text) if text else 0
+
+    def measure(self, message: Message) -> int:
+        """:meth:`CachingEstimator.measure` in bytes (a plain-text message read inline)."""
+        content = message.content
+        if type(content) is not str:
+            return super().measure(message)
+        total = MESSAGE_OVERHEAD + (len(content) if content.isascii() else utf8_length(content))
+        for call in message.tool_calls:
+            total += self.count_tool_call(call.id, call.name, call.args)
+        name, call_id = message.name, message.tool_call_id
+        if name:
+            total += 1 + utf8_length(name)
+        if call_id:
+            total += utf8_length(call_id)
+        return total
+
+    def count_tool_call(self, call_id: str | None, name: str | None, args: Any) -> int:
+        """:meth:`CachingEstimator.count_tool_call` in bytes, the arguments' JSON measured
+        without building it when they are a flat mapping (:func:`json_bytes`)."""
+        total = TOOL_CALL_OVERHEAD
+        if call_id:
+            total += utf8_length(str(call_id))
+        if name:
+            total += utf8_length(str(name))
+        return total + (utf8_length(args) if isinstance(args, str) else json_bytes(args))
+
+
+def json_bytes(value: Any) -> int:
+    """The UTF-8 bytes of :func:`~ars_core.provider_text.json_text` of ``value``: a
+    mapping of string keys to strings, integers, booleans and ``None`` is measured
+    piece by piece (each string escaped by the C encoder, no document built);
+    anything else is rendered."""
+    if type(value) is not dict or not value:
+        return utf8_length(json_text(value))
+    total = 2 * len(value)  # the braces, and ", " between items
+    for key, item in value.items():
+        if type(key) is not str:
+            return utf8_length(json_text(value))
+        total += utf8_length(_escaped(key)) + 2  # ": "
+        kind = type(item)
+        if kind is str:
+            total += utf8_length(_escaped(item))
+        elif kind is int:
+            total += len(int.__repr__(item))
+        elif kind is bool:
+            total += 4 if item else 5
+        elif item is None:
+            total += 4
+        else:
+            return utf8_length(json_text(value))
+    return total

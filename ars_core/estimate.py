@@ -501,17 +501,17 @@ class TiktokenEstimator(CachingEstimator):
         from .bounds import Utf8Bytes
 
         self._bytes = Utf8Bytes()
+        self._shared_key = ("tokens", type(self), encoding)
 
     def token_bound(self, message: Message) -> int:
-        """At least :meth:`count_message` of ``message``: its kept count when it has
-        one, else the bytes of what it counts (see the class)."""
-        cached = TOKENS.get(message, self.cache_key)
+        """At least :meth:`count_message`: the kept count, else the bytes (see the class)."""
+        cached = TOKENS.get(message, self._shared_key)
         return int(cached) if cached is not None else self._bytes.measure(message)
 
     @property
     def cache_key(self) -> Hashable:
         """Shared by the estimators of this class and encoding (their counts agree)."""
-        return ("tokens", type(self), self.encoding_name)
+        return self._shared_key
 
     def count_text(self, text: str) -> int:
         if not text:

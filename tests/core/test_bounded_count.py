@@ -32,7 +32,9 @@ from ars_core import (
     message_from_dict,
     message_to_dict,
 )
+from ars_core.bounds import json_bytes, utf8_length
 from ars_core.capabilities import BoundedEstimator, has
+from ars_core.provider_text import json_text
 from ars_core.testing import RecordingEmitter, ScriptedModel
 
 from .helpers import assistant, call, memory_backend, png, tool, user, words
@@ -240,3 +242,20 @@ def test_the_bound_is_never_below_the_count(
     bound = O200K.token_bound(message)
     assert bound >= O200K.count_message(message)
     assert O200K.token_bound(message) == O200K.count_message(message)  # kept count read
+
+
+_json = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), _text),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.one_of(_text, st.integers()), inner)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=st.one_of(_json, st.dictionaries(_text, _json, max_size=6)))
+def test_tool_arguments_are_measured_as_their_json(value: Any) -> None:
+    """The bound reads a tool call's arguments as the bytes of the JSON the exact count
+    encodes (flat mappings measured piece by piece, anything else rendered)."""
+    assert json_bytes(value) == utf8_length(json_text(value))
