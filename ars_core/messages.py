@@ -68,6 +68,20 @@ class ToolCall:
     name: str
     args: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
 
+    @classmethod
+    def of_fields(cls, id: str, name: str, args: dict[str, Any]) -> ToolCall:
+        """A tool call from fields in their final form (``args`` a dict the call owns):
+        built without the constructor's conversions, for adapters converting many."""
+        call = _new(cls)
+        _set(call, "id", id)
+        _set(call, "name", name)
+        _set(call, "args", args)
+        return call
+
+
+_new = object.__new__
+_set = object.__setattr__
+
 
 @attrs.frozen
 class ContentPart:
@@ -123,6 +137,32 @@ class Message:
     _cache: dict[Any, Any] = attrs.field(
         factory=dict, init=False, eq=False, repr=False, hash=False, alias="_cache"
     )
+
+    @classmethod
+    def of_fields(
+        cls,
+        role: str,
+        content: str | tuple[ContentPart, ...],
+        id: str | None,
+        name: str | None,
+        tool_calls: tuple[ToolCall, ...],
+        tool_call_id: str | None,
+        metadata: dict[str, Any],
+    ) -> Message:
+        """A message from fields in their final form (a known role, a string or a tuple
+        of parts, a tuple of calls, a ``metadata`` dict the message owns): built
+        without the constructor's conversions and checks, for adapters converting
+        whole histories (the result equals what the constructor builds)."""
+        message = _new(cls)
+        _set(message, "role", role)
+        _set(message, "content", content)
+        _set(message, "id", id)
+        _set(message, "name", name)
+        _set(message, "tool_calls", tool_calls)
+        _set(message, "tool_call_id", tool_call_id)
+        _set(message, "metadata", metadata)
+        _set(message, "_cache", {})
+        return message
 
     @property
     def text(self) -> str:

@@ -146,10 +146,7 @@ def _content_from_core(content: str | tuple[ContentPart, ...]) -> str | list[Any
 # ------------------------------------------------------------------ messages
 
 
-def _role(message: BaseMessage) -> str:
-    if isinstance(message, ChatMessage):
-        return _CORE_ROLE.get(message.role, "user")
-    kind = message.type
+def _role_of_type(kind: str) -> str:
     role = _ROLE_OF_TYPE.get(kind)
     if role is None:
         base = kind.removesuffix("MessageChunk").lower() if kind.endswith("MessageChunk") else kind
@@ -159,13 +156,6 @@ def _role(message: BaseMessage) -> str:
 
 #: the core role of each LangChain message type seen (``"AIMessageChunk"`` -> ``"assistant"``)
 _ROLE_OF_TYPE: dict[str, str] = {}
-
-
-def _lc_tool_calls(message: BaseMessage, names: frozenset[str]) -> list[dict[str, Any]]:
-    """The message's tool calls (``names``: its class's fields; a class without the
-    field is not asked, which would cost pydantic an AttributeError)."""
-    calls = message.tool_calls if "tool_calls" in names else None  # type: ignore[attr-defined]
-    return list(calls) if calls else []
 
 
 class _LcFields(dict[str, Any]):
@@ -218,6 +208,53 @@ def _lc_fields(cls: type[BaseMessage]) -> tuple[tuple[str, Any], ...]:
     return fields
 
 
+class _Kind:
+    """What :func:`to_core` needs to know of a LangChain message class, worked out
+    once per class (pydantic's ``isinstance`` is slow, and a class's fields are fixed)."""
+
+    __slots__ = ("chat", "defaulted", "falsy", "fields", "function", "has_call_id", "has_calls")
+
+    def __init__(self, cls: type[BaseMessage]) -> None:
+        names = _field_names(cls)
+        self.chat = issubclass(cls, ChatMessage)
+        self.function = issubclass(cls, FunctionMessage)
+        self.has_calls = "tool_calls" in names
+        self.has_call_id = "tool_call_id" in names
+        self.fields = _lc_fields(cls)
+        #: the fields nothing is kept of while they are falsy, and those with a default
+        #: (a message whose fields are all so has no LangChain-only field to keep)
+        self.falsy = tuple(f for f, d in self.fields if d is _NO_DEFAULT or not d)
+        self.defaulted = tuple((f, d) for f, d in self.fields if d is not _NO_DEFAULT and d)
+        if self.chat:  # a ChatMessage's role is always kept
+            self.falsy, self.defaulted = (), (("", _NO_DEFAULT),)
+
+
+_KINDS: dict[type[BaseMessage], _Kind] = {}
+
+
+def _keep_fields(values: Mapping[str, Any], kind: _Kind, extra: _LcFields) -> Any:
+    """Keep in ``extra`` the LangChain-only fields that are set and differ from their
+    default (``response_metadata`` without ARS's markers); the markers, if any."""
+    if not any(map(values.get, kind.falsy)) and all(
+        [values.get(f) == d for f, d in kind.defaulted]
+    ):
+        return None  # every field unset or at its default (most messages): nothing to keep
+    markers: Any = None
+    for field, default in kind.fields:
+        value = values.get(field)
+        if not value and field != "role":
+            continue
+        if field == "response_metadata" and isinstance(value, dict | Mapping):
+            if MARKERS_KEY in value:
+                markers = value[MARKERS_KEY]
+                value = {k: v for k, v in value.items() if k != MARKERS_KEY}
+                if not value:
+                    continue
+        if default is _NO_DEFAULT or value != default:
+            extra[field] = value
+    return markers
+
+
 def to_core(message: BaseMessage) -> Message:
     """One LangChain message as a core message (see the module docstring).
 
@@ -226,48 +263,51 @@ def to_core(message: BaseMessage) -> Message:
     fields that are set and differ from their default, and the tool calls unless
     they are LangChain's standard ones (the archive then holds each argument once).
     """
-    role = _role(message)
     cls = type(message)
-    names = _field_names(cls)
+    kind = _KINDS.get(cls)
+    if kind is None:
+        kind = _KINDS[cls] = _Kind(cls)
+    values = message.__dict__  # pydantic keeps the fields there (read at dict speed)
+    lc_type = values.get("type") or message.type
+    if kind.chat:
+        role = _CORE_ROLE.get(str(values.get("role")), "user")
+    else:
+        role = _ROLE_OF_TYPE.get(lc_type) or _role_of_type(lc_type)
     extra = _LcFields()
-    if _CLASS_OF_TYPE.get(message.type) is not _CLASS_OF_ROLE.get(role):
-        extra["type"] = message.type
-    for field, default in _lc_fields(cls):
-        value = getattr(message, field)
-        if (
-            field == "response_metadata"
-            and isinstance(value, dict | Mapping)
-            and MARKERS_KEY in value
-        ):
-            value = {k: v for k, v in value.items() if k != MARKERS_KEY}
-        if (value or field == "role") and (default is _NO_DEFAULT or value != default):
-            extra[field] = value
-    calls = _lc_tool_calls(message, names)
-    core_calls = tuple(
-        ToolCall(id=c.get("id") or "", name=c["name"], args=c.get("args") or {}) for c in calls
-    )
-    if calls and all(_standard_call(c) for c in calls):
-        extra.calls = core_calls  # rebuilt by from_core while L1 leaves them alone
-    elif calls:
-        extra["tool_calls"] = calls  # the originals, to give back unchanged when L1 left them alone
-    markers = message.response_metadata.get(MARKERS_KEY) if message.response_metadata else None
+    if _CLASS_OF_TYPE.get(lc_type) is not _CLASS_OF_ROLE.get(role):
+        extra["type"] = lc_type
+    markers = _keep_fields(values, kind, extra)
+    calls = values.get("tool_calls") if kind.has_calls else None
+    core_calls: tuple[ToolCall, ...] = ()
+    if calls:
+        core_calls = tuple(
+            [
+                ToolCall.of_fields(c.get("id") or "", c["name"], dict(c.get("args") or {}))
+                for c in calls
+            ]
+        )
+        if all([_standard_call(c) for c in calls]):
+            extra.calls = core_calls  # rebuilt by from_core while L1 leaves them alone
+        else:  # the originals, to give back unchanged when L1 left them alone
+            extra["tool_calls"] = list(calls)
     metadata: dict[str, Any] = (
         dict(markers) if markers is not None and isinstance(markers, dict | Mapping) else {}
     )
     if extra or core_calls:
         metadata[LC_KEY] = extra
-    tool_call_id = message.tool_call_id if "tool_call_id" in names else None  # type: ignore[attr-defined]
-    name = message.name
-    if isinstance(message, FunctionMessage):  # legacy function results answer by name
+    tool_call_id = values.get("tool_call_id") if kind.has_call_id else None
+    name = values.get("name")
+    if kind.function:  # legacy function results answer by name
         tool_call_id = tool_call_id or name
-    return Message(
-        role=role,
-        content=_content_to_core(message.content),
-        id=message.id,
-        name=name,
-        tool_calls=core_calls,
-        tool_call_id=tool_call_id,
-        metadata=metadata,
+    content = values.get("content", "")
+    return Message.of_fields(
+        role,
+        content if isinstance(content, str) else _content_to_core(content),
+        values.get("id"),
+        name,
+        core_calls,
+        tool_call_id,
+        metadata,
     )
 
 
@@ -400,9 +440,11 @@ class HistoryConverter:
         self._lock = threading.Lock()
         self._lc: list[BaseMessage] = []
         self._core: list[Message] = []
-        # id(core message) -> (core message, LangChain message); the core object
-        # is held so its id cannot be reused while the entry lives
+        # id(core message) -> (core message, LangChain message) for the first
+        # ``_mapped`` messages of the history: filled when ``back`` first needs it (a call
+        # below T never does); the core object is held so its id cannot be reused
         self._origin: dict[int, tuple[Message, BaseMessage]] = {}
+        self._mapped = 0
         # the summary of the latest round and its LangChain form: converted once, when a
         # view first holds it, then reused by the state update and every later view
         self._summary: tuple[Message, BaseMessage] | None = None
@@ -410,10 +452,8 @@ class HistoryConverter:
         self.rewritten = False  # whether the last convert() saw an edit, not just an append
 
     def _convert_one(self, message: BaseMessage) -> Message:
-        core = to_core(message)
         self.converted += 1
-        self._origin[id(core)] = (core, message)
-        return core
+        return to_core(message)
 
     def convert(self, messages: Sequence[BaseMessage]) -> list[Message]:
         with self._lock:
@@ -435,7 +475,6 @@ class HistoryConverter:
             if keep < n_prev or not n_prev:  # a reload or an edit: reuse the longest equal prefix
                 limit = min(n, n_prev)
                 while keep < limit and _same(messages[keep], prev_lc[keep]):
-                    self._reused(prev_core[keep], prev_lc[keep], messages[keep])
                     keep += 1
                 self._lc = list(messages)
                 new = self._after_edit(messages[keep:], prev_lc[keep:], prev_core[keep:])
@@ -446,18 +485,12 @@ class HistoryConverter:
                 core.extend(new)
             else:
                 core = prev_core + new if keep == n_prev else prev_core[:keep] + new
-            if keep < n_prev:  # forget conversions that are no longer part of the history
-                live = {id(c) for c in core}
-                for c in prev_core[keep:]:
-                    if id(c) not in live:
-                        self._origin.pop(id(c), None)
+            if keep < n_prev or not n_prev:  # mapped back afresh from this history
+                self._origin.clear()
+                self._mapped = 0
             self.rewritten = keep < n_prev
             self._core = core
             return core  # grown in place next time only if nobody else holds it then
-
-    def _reused(self, core: Message, old: BaseMessage, message: BaseMessage) -> None:
-        if message is not old:  # an equal message reloaded: map back to the current object
-            self._origin[id(core)] = (core, message)
 
     def _after_edit(
         self,
@@ -474,7 +507,6 @@ class HistoryConverter:
         for m in messages:
             hit = by_id.get(m.id) if m.id else None
             if hit is not None and _same(m, hit[0]):
-                self._reused(hit[1], hit[0], m)
                 out.append(hit[1])
             else:
                 out.append(self._convert_one(m))
@@ -482,6 +514,13 @@ class HistoryConverter:
 
     def back(self, message: Message) -> BaseMessage:
         entry = self._origin.get(id(message))
+        if entry is None and self._mapped < len(self._core):
+            with self._lock:  # map the history's messages not mapped yet (reloaded: current)
+                start, core, lc = self._mapped, self._core, self._lc
+                pairs = zip(core[start:], lc[start : len(core)], strict=False)
+                self._origin.update((id(c), (c, m)) for c, m in pairs)
+                self._mapped = len(core)
+            entry = self._origin.get(id(message))
         if entry is not None and entry[0] is message:
             return entry[1]
         summary = self._summary

@@ -108,6 +108,27 @@ def test_conversion_is_lossless(message: Any) -> None:
         assert from_core(message_from_dict(message_to_dict(core))) == message
 
 
+@pytest.mark.spec("R1")
+@pytest.mark.parametrize("message", SAMPLES, ids=lambda m: f"{m.type}-{m.id}")
+def test_a_converted_message_is_what_the_constructor_builds(message: Any) -> None:
+    """The conversion builds core messages without the constructor's checks: each is
+    equal (and hashes equal) to the one the constructor builds from the same fields,
+    its own fresh cache and metadata."""
+    core = to_core(message)
+    rebuilt = Message(
+        role=core.role,
+        content=core.content,
+        id=core.id,
+        name=core.name,
+        tool_calls=[ToolCall(id=c.id, name=c.name, args=c.args) for c in core.tool_calls],
+        tool_call_id=core.tool_call_id,
+        metadata=core.metadata,
+    )
+    assert core == rebuilt and hash(repr(core)) == hash(repr(rebuilt))
+    assert core._cache == {} and core._cache is not to_core(message)._cache
+    assert core.metadata is not to_core(message).metadata
+
+
 def test_core_view_of_a_message() -> None:
     core = to_core(SAMPLES[2])
     assert core.role == "assistant" and core.id == "a"
