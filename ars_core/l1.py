@@ -25,12 +25,12 @@ write failed, so a failed write never loses text from the view.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import cast
 
 import attrs
 
-from .estimate import MESSAGE_OVERHEAD, Estimator, message_tokens
+from .estimate import Estimator, message_tokens
 from .files import decode_text, encode_text, sanitize_name, text_sha256
 from .layout import LARGE_TOOL_RESULTS_DIR, LARGE_USER_MESSAGES_DIR
 from .memo import L1_PLAN, L1_USER, estimator_key
@@ -42,6 +42,7 @@ from .messages import (
     Message,
     ToolCall,
 )
+from .preview_fit import fit_head_and_tail, fit_preview
 
 __all__ = [
     "ARG_CHAR_LIMIT",
@@ -68,29 +69,66 @@ TRUNCATE_TOOLS: tuple[str, ...] = ("write_file", "edit_file")
 
 @attrs.frozen
 class FileWrite:
-    """A text file to write under a virtual path: its ``text``, or that text
-    already encoded (``data``, as :func:`~ars_core.files.encode_text` gives it)
-    when the engine built it from encoded pieces (the history archive). Either
-    form gives the other on demand; a backend with ``write_bytes`` takes ``data``
-    as it is, so a large archive is never decoded and encoded again."""
+    """A text file to write under a virtual path: its ``text``, that text already
+    encoded (``data``, as :func:`~ars_core.files.encode_text` gives it), or its
+    encoded ``lines`` (the file is each line followed by a newline: a history archive,
+    built from lines kept per message) when the engine built it from encoded pieces.
+    Any form gives the others on demand; a backend with ``write_bytes`` takes
+    ``data`` as it is, and one with ``write_files`` takes the :attr:`pieces`, so a
+    large archive is never decoded, encoded or joined into one copy again."""
 
     path: str
     _text: str | None = attrs.field(default=None, alias="text")
     _data: bytes | None = attrs.field(default=None, alias="data", repr=False)
+    _lines: tuple[bytes, ...] | None = attrs.field(default=None, alias="lines", repr=False)
 
     def __attrs_post_init__(self) -> None:
-        if self._text is None and self._data is None:
-            raise TypeError("a FileWrite needs its text or its encoded data")
+        if self._text is None and self._data is None and self._lines is None:
+            raise TypeError("a FileWrite needs its text, its encoded data or its lines")
 
     @property
     def text(self) -> str:
         """The file's text."""
-        return self._text if self._text is not None else decode_text(cast(bytes, self._data))
+        return self._text if self._text is not None else decode_text(self.data)
 
     @property
     def data(self) -> bytes:
         """The file's bytes as ARS stores them."""
-        return self._data if self._data is not None else encode_text(cast(str, self._text))
+        if self._data is not None:
+            return self._data
+        if self._lines is not None:
+            return b"\n".join(self._lines) + b"\n"
+        return encode_text(cast(str, self._text))
+
+    @property
+    def pieces(self) -> Sequence[bytes]:
+        """The file's bytes as pieces to write one after the other (no joined copy)."""
+        if self._lines is not None:
+            return _Lines(self._lines)
+        return (self.data,)
+
+
+class _Lines(Sequence[bytes]):
+    """Lines as the pieces of a file: each line, then a newline."""
+
+    __slots__ = ("_lines",)
+
+    def __init__(self, lines: tuple[bytes, ...]) -> None:
+        self._lines = lines
+
+    def __len__(self) -> int:
+        return 2 * len(self._lines)
+
+    def __iter__(self) -> Iterator[bytes]:
+        for line in self._lines:
+            yield line
+            yield b"\n"
+
+    def __getitem__(self, i: int) -> bytes:  # type: ignore[override]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        i %= len(self)
+        return self._lines[i // 2] if i % 2 == 0 else b"\n"
 
 
 def sha256_text(text: str) -> str:
@@ -126,82 +164,6 @@ def offload_body(
         f"Read that file for the full {what}.]"
     )
     return f"{header}\nPreview:\n{preview}" if preview else header
-
-
-def _longest(n: int, size: Callable[[int], int], room: int, first: int) -> int:
-    """The largest ``m`` in ``[0, n]`` with ``size(m) <= room``, to within
-    :data:`FIT_SLACK` of ``n`` (``size`` grows with ``m``, about linearly). Each
-    guess is where the boundary should be by proportion (the characters per
-    token across the range), set just past it from the side last moved so the
-    range closes from both ends; every third guess halves the range, so a fit
-    takes a few counts, not one per halving. ``first`` is ``size(0)``, which
-    must fit (the caller has checked it)."""
-    lo, c_lo = 0, first
-    hi, c_hi = n, size(n)
-    if c_hi <= room:
-        return n
-    slack, step, fitted = max(8, int(n * FIT_SLACK)), 0, True
-    while hi - lo > slack:
-        per_token = (hi - lo) / max(1, c_hi - c_lo)
-        if step % 3 == 2:
-            mid = (lo + hi) // 2
-        elif fitted:  # from below: just past where the room runs out
-            mid = lo + int((room - c_lo) * per_token) + slack // 2
-        else:  # from above: just short of it
-            mid = hi - int((c_hi - room) * per_token) - slack // 2
-        mid = min(max(mid, lo + 1), hi - 1)
-        c = size(mid)
-        fitted = c <= room
-        if fitted:
-            lo, c_lo = mid, c
-        else:
-            hi, c_hi = mid, c
-        step += 1
-    return lo
-
-
-#: how much shorter than the longest possible a fitted preview may be (a share of
-#: the text searched): a few tokens, for a handful of counts instead of a dozen
-FIT_SLACK = 1 / 256
-
-
-def fit_preview(
-    estimator: Estimator, text: str, budget: int, frame: str, *, overhead: int = MESSAGE_OVERHEAD
-) -> str:
-    """A head of ``text`` as long as fits (within :data:`FIT_SLACK`) such that
-    ``frame + head`` (+ ``overhead``) fits ``budget``."""
-    room = budget - overhead
-    first = estimator.count_text(frame)
-    if first >= room:
-        return ""
-    window = min(len(text), room * 8)
-    return text[: _longest(window, lambda m: estimator.count_text(frame + text[:m]), room, first)]
-
-
-def fit_head_and_tail(
-    estimator: Estimator, text: str, budget: int, frame: str, *, overhead: int = MESSAGE_OVERHEAD
-) -> str:
-    """Head and tail of ``text`` (two thirds head, one third tail, a gap line
-    between) such that ``frame`` + preview (+ ``overhead``) fits ``budget``:
-    the end of a test or build log, where the error usually is, stays in view.
-    A budget too small for both gets the head alone."""
-    head_only = fit_preview(estimator, text, budget, frame, overhead=overhead)
-    if len(head_only) >= len(text) or not head_only:
-        return head_only
-    room = budget - overhead
-
-    def preview(n: int) -> str:
-        head = n * 2 // 3
-        tail = n - head
-        gap = f"\n[... {len(text) - n} characters not shown ...]\n"
-        return text[:head] + gap + (text[-tail:] if tail else "")
-
-    first = estimator.count_text(frame + preview(0))
-    if first > room:
-        return head_only
-    lo = _longest(len(head_only), lambda m: estimator.count_text(frame + preview(m)), room, first)
-    # when the gap line would eat most of a small budget, the head alone says more
-    return preview(lo) if lo * 2 >= len(head_only) else head_only
 
 
 @attrs.frozen

@@ -136,29 +136,33 @@ def test_a_local_archive_is_on_disk_before_its_name_appears(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A history archive on a local directory is flushed to disk (fsync) under its
-    temporary name, whole, before it is renamed into place: after a power loss the
-    archive the summary message points at is there whole or not at all."""
+    temporary name, whole, before it is renamed into place, and its folder is flushed
+    once the name is there: after a power loss the archive the summary message points
+    at is there whole or not at all, and once written it stays."""
     import os
+    import stat
 
     from ars_core import FsspecBackend
     from ars_core import files as files_mod
 
     folder = tmp_path / "outputs" / "conversation_history"
-    seen: list[tuple[list[str], list[int]]] = []
+    seen: list[tuple[str, list[str], list[int]]] = []
     real_fsync = os.fsync
 
     def spy(fd: int) -> None:
+        kind = "folder" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file"
         names = sorted(p.name for p in folder.iterdir())
-        seen.append((names, [(folder / n).stat().st_size for n in names]))
+        seen.append((kind, names, [(folder / n).stat().st_size for n in names]))
         real_fsync(fd)
 
     monkeypatch.setattr(files_mod.os, "fsync", spy)
     text = "line\n" * 50_000
     path = "outputs/conversation_history/history-000000-000010-0123456789abcdef.jsonl"
     FsspecBackend(tmp_path.as_uri()).write_text(path, text)
-    assert len(seen) == 1
-    names, sizes = seen[0]
+    assert [kind for kind, _, _ in seen] == ["file", "folder"]
+    _, names, sizes = seen[0]
     assert len(names) == 1 and names[0].startswith(".history-000000-000010-")
     assert names[0].split(".ars-tmp-")[0] == "." + path.rsplit("/", 1)[1]
     assert sizes == [len(text)]
+    assert seen[1][1:] == ([path.rsplit("/", 1)[1]], [len(text)])  # renamed, then flushed
     assert (tmp_path / path).read_text() == text

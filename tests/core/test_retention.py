@@ -321,3 +321,31 @@ def test_error_lines_are_found_once_per_tool_result(monkeypatch: pytest.MonkeyPa
     assert error_lines(edited) == [*first, "make: *** [all] Error 2"]
     assert scanned == ["make: *** [all] Error 2"]
     assert first == ["E ValueError: empty input", "FAILED tests/test_parser.py::test_empty"]
+
+
+@pytest.mark.spec("R58")
+def test_error_lines_are_every_line_that_reports_an_error() -> None:
+    """A tool result's error lines are each of its lines (as ``str.splitlines`` splits
+    it: ``\\r\\n``, ``\\r``, ``\\u2028`` too) that holds an error marker, in order,
+    however the markers sit: several in one line or stretch, at its start or end,
+    none at all."""
+    import re
+
+    marker = re.compile(r"Traceback|Error\b|Exception\b|error:|\bfailed\b|FAILED|No such file")
+    texts = [
+        "all good\nnothing here\n",
+        "Error",
+        "\nError\n\n",
+        "ok\r\nValueError: bad value\r\nfine\r\n",
+        "a\rTypeError here\rb failed c\r",
+        "x\u2028Error y\u2029z\n failed",
+        "Errors are not errors\nErrorX\nan error: found\n2 failed, 3 FAILED\n",
+        "Traceback (most recent call last):\n  File 'x'\nKeyError: 'k'\nNo such file or dir",
+        "refailed failedly\nfailed\n",
+    ]
+    for text in texts:
+        c = call("bash")
+        history = [assistant("", c), tool(c, text)]
+        expected = [" ".join(line.split()) for line in text.splitlines() if marker.search(line)]
+        got = error_lines(history)
+        assert got == list(dict.fromkeys(reversed(expected)))[::-1], (text, got)

@@ -1,0 +1,207 @@
+"""Files on a local disk written with one durability barrier for many.
+
+Each file of a batch is written whole under a temporary name in its folder
+(:meth:`LocalBatch.stage`); :meth:`LocalBatch.commit` then flushes every
+temporary to disk at once (an ``fsync`` of each, issued together from a few
+threads, so the file system commits them in one journal write instead of one
+per file), renames each into place, and flushes each folder that received one
+(so the new names survive a power loss too). A file is reported written only
+once all of that succeeded for it; a file whose step failed has its temporary
+removed and its error reported, the others are unaffected.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, BinaryIO, cast
+
+__all__ = ["BATCH_FILES", "CHUNK", "FLUSH_THREADS", "LocalBatch", "flush"]
+
+#: writes go out in pieces of this size
+CHUNK = 1024 * 1024
+#: temporaries of one batch held open at once (a larger set is committed in batches)
+BATCH_FILES = 256
+#: threads that flush the files of one batch at once
+FLUSH_THREADS = 16
+#: ``fsync`` errors meaning the file system offers no flush for this file (it is as
+#: durable as that file system makes it): not a failed write
+_UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF})
+
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pool_lock = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    """The flushing threads of this process (a forked child makes its own)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (
+                os.getpid(),
+                ThreadPoolExecutor(FLUSH_THREADS, thread_name_prefix="ars-flush"),
+            )
+        return _pool[1]
+
+
+def flush(fd: int | None) -> OSError | None:
+    """``fsync`` of ``fd``: ``None`` when done (or not supported there, or ``fd`` is
+    ``None``: a file with no descriptor), else the error."""
+    if fd is None:
+        return None
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        return None if exc.errno in _UNSUPPORTED else exc
+    return None
+
+
+def _flush_all(fds: Sequence[int | None]) -> list[OSError | None]:
+    """:func:`flush` of every ``fd``, all at once; the error of each."""
+    if len(fds) <= 1:
+        return [flush(fd) for fd in fds]
+    return list(_executor().map(flush, fds))
+
+
+def _fileno(fh: Any) -> int | None:
+    """The descriptor of an open file, ``None`` when it has none (not a real file)."""
+    try:
+        return int(fh.fileno())
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _flush_folder(folder: str) -> OSError | None:
+    """Flush ``folder`` (the names just renamed into it); ``None`` where a folder
+    cannot be opened as a file (Windows) or offers no flush."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return None
+    try:
+        return flush(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:  # the original error matters more
+        pass
+
+
+class _Staged:
+    __slots__ = ("fh", "host", "key", "tmp")
+
+    def __init__(self, key: Hashable, host: str, tmp: str, fh: BinaryIO) -> None:
+        self.key, self.host, self.tmp, self.fh = key, host, tmp, fh
+
+
+class LocalBatch:
+    """Temporaries written and not yet durable; :meth:`commit` makes them so.
+
+    Files are opened, renamed and removed with ``os`` calls, or through ``fs`` when
+    one is given (an fsspec local filesystem of the application's own class, which
+    then sees every write)."""
+
+    def __init__(self, fs: Any = None) -> None:
+        self._staged: list[_Staged] = []
+        self._fs = fs
+
+    def _open(self, tmp: str) -> BinaryIO:
+        if self._fs is None:
+            return open(tmp, "xb")  # kept open until the commit
+        return cast(BinaryIO, self._fs.open(tmp, "wb"))
+
+    def _makedirs(self, folder: str) -> None:
+        if self._fs is None:
+            os.makedirs(folder, exist_ok=True)
+        else:
+            self._fs.makedirs(folder, exist_ok=True)
+
+    def _rename(self, tmp: str, host: str) -> None:
+        if self._fs is None:
+            os.replace(tmp, host)
+        else:
+            self._fs.mv(tmp, host)
+
+    def __len__(self) -> int:
+        return len(self._staged)
+
+    def stage(self, key: Hashable, host: str, tmp: str, pieces: Iterable[bytes]) -> None:
+        """Write the file (its ``pieces`` one after the other) whole to the temporary
+        ``tmp`` (its folder made when missing), to be renamed to ``host`` by
+        :meth:`commit`; raises what the write raised (the temporary removed)."""
+        try:
+            fh = self._open(tmp)
+        except FileNotFoundError:
+            self._makedirs(os.path.dirname(tmp))
+            fh = self._open(tmp)
+        try:
+            for data in pieces:
+                if len(data) <= CHUNK:
+                    fh.write(data)
+                    continue
+                view = memoryview(data)  # slices of it are views, not copies
+                for start in range(0, len(data), CHUNK):
+                    fh.write(view[start : start + CHUNK])
+            fh.flush()
+        except BaseException:
+            fh.close()
+            _remove(tmp)
+            raise
+        self._staged.append(_Staged(key, host, tmp, fh))
+
+    def commit(self) -> dict[Hashable, Exception]:
+        """Flush every staged temporary at once, rename each into place, flush their
+        folders; the error of each file that is not written (its temporary removed)."""
+        staged, self._staged = self._staged, []
+        errors: dict[Hashable, Exception] = {}
+        try:
+            flushed = _flush_all([_fileno(s.fh) for s in staged])
+            renamed: dict[str, list[Hashable]] = {}
+            for s, error in zip(staged, flushed, strict=True):
+                s.fh.close()
+                try:
+                    if error is not None:
+                        raise error
+                    self._rename(s.tmp, s.host)
+                except Exception as exc:  # storage errors vary by filesystem
+                    _remove(s.tmp)
+                    errors[s.key] = exc
+                    continue
+                renamed.setdefault(os.path.dirname(s.host), []).append(s.key)
+            _flush_folders(renamed, errors)
+        except BaseException:  # interrupted: nothing half-done is left behind
+            _discard(staged)
+            raise
+        return errors
+
+    def discard(self) -> None:
+        """Remove every staged temporary (the batch is given up)."""
+        staged, self._staged = self._staged, []
+        _discard(staged)
+
+
+def _discard(staged: Sequence[_Staged]) -> None:
+    for s in staged:
+        s.fh.close()
+        if os.path.lexists(s.tmp):
+            _remove(s.tmp)
+
+
+def _flush_folders(renamed: dict[str, list[Hashable]], errors: dict[Hashable, Exception]) -> None:
+    """Flush each folder of ``renamed`` (at once); a folder that fails fails its files."""
+    folders = list(renamed)
+    run: Callable[[str], OSError | None] = _flush_folder
+    results = (
+        [run(f) for f in folders] if len(folders) <= 1 else list(_executor().map(run, folders))
+    )
+    for folder, error in zip(folders, results, strict=True):
+        if error is not None:
+            for key in renamed[folder]:
+                errors[key] = error

@@ -1,0 +1,184 @@
+"""A round's files on a local folder are durable before its event is returned, with
+one barrier for all of them (R52, R12, R23).
+
+The files of one step (a round's offloads) are written under temporary names,
+flushed to disk together, renamed into place, and their folder flushed: a spy on
+``os.fsync`` and ``os.replace`` records the order. The oracle is that order and
+the bytes on disk when the round's ``completed`` event is delivered.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from ars_core import Compressor, FsspecBackend, Message, read_archive
+from ars_core.stream import CompressionEvent
+from tests.core.helpers import assistant, call, small_config, tool, user, words
+
+RESULTS = 6
+
+
+def _history() -> tuple[list[Message], list[str]]:
+    """A history over T whose tool results (distinct, each well above the offload
+    limit) are offloaded, then summarized by an L2 round."""
+    messages: list[Message] = [user("build the project and fix every failing test")]
+    texts = []
+    for i in range(RESULTS):
+        c = call("bash", command=f"make step{i}")
+        text = f"step {i} output\n" + words(400, seed=f"log{i}")
+        texts.append(text)
+        messages += [assistant("", c), tool(c, text), assistant(f"step {i} done")]
+    messages.append(user("now run the whole suite"))
+    return messages, texts
+
+
+class _Spy:
+    """Every fsync (of a file or a folder, by inode) and rename, in order."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, fail_on: str | None = None) -> None:
+        self.log: list[tuple[str, Any]] = []
+        self.fail_on = fail_on
+        real_fsync, real_replace = os.fsync, os.replace
+
+        def fsync(fd: int) -> None:
+            info = os.fstat(fd)
+            kind = "folder" if stat.S_ISDIR(info.st_mode) else "file"
+            if self.fail_on is not None and self.fail_on in os.readlink(f"/proc/self/fd/{fd}"):
+                raise OSError(errno.EIO, "simulated I/O error")
+            self.log.append((kind, info.st_ino))
+            real_fsync(fd)
+
+        def replace(src: str, dst: str) -> None:
+            real_replace(src, dst)
+            self.log.append(("rename", os.stat(dst).st_ino))
+
+        monkeypatch.setattr(os, "fsync", fsync)
+        monkeypatch.setattr(os, "replace", replace)
+
+
+def _run(asynchronous: bool, root: Path, messages: list[Message], on_event: Any) -> Any:
+    engine = Compressor(small_config(summary_keep_messages=2), backend=FsspecBackend(root.as_uri()))
+    reply = Message(role="assistant", content="ok")
+    if asynchronous:
+
+        async def model(view: list[Message]) -> Message:
+            return reply
+
+        async def go() -> Any:
+            return await engine.acall(messages, model, emitter=on_event, thread="t")
+
+        return anyio.run(go)
+    return engine.call(messages, lambda view: reply, emitter=on_event, thread="t")
+
+
+def _files(root: Path) -> dict[str, Path]:
+    return {
+        p.relative_to(root).as_posix(): p
+        for p in root.rglob("*")
+        if p.is_file() and p.name != ".gitignore"
+    }
+
+
+@pytest.mark.spec("R52", "R12", "R23")
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_rounds_files_are_whole_and_durable_before_its_event_with_one_barrier(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, asynchronous: bool
+) -> None:
+    messages, texts = _history()
+    spy = _Spy(monkeypatch)
+    at_event: dict[str, Any] = {}
+
+    def on_event(event: CompressionEvent) -> None:
+        if event.phase == "completed":  # what is on disk, and flushed, when it is named
+            files = _files(tmp_path / "files")
+            at_event.update(
+                event=event,
+                log=list(spy.log),
+                bytes={k: p.read_bytes() for k, p in files.items()},
+                inodes={k: p.stat().st_ino for k, p in files.items()},
+                folders={k: p.parent.stat().st_ino for k, p in files.items()},
+            )
+
+    root = tmp_path / "files"
+    outcome = _run(asynchronous, root, messages, on_event)
+    event, log = at_event["event"], at_event["log"]
+    assert outcome.level == "L2" and event.level == "L2"
+    offloads = {k: v for k, v in at_event["bytes"].items() if "large_tool_results/" in k}
+    # every offload the event names is on disk, whole, holding the result it stands for
+    assert sorted(event.offloaded) == sorted(offloads) and len(offloads) == RESULTS
+    assert sorted(offloads.values()) == sorted(t.encode() for t in texts)
+    archive = [k for k in at_event["bytes"] if "conversation_history/" in k]
+    assert archive == [event.file_path]
+    archived = read_archive(FsspecBackend(root.as_uri()), archive[0])
+    assert len(archived) == event.cutoff > 0
+    assert [m.text for m in archived] == [m.text for m in messages[: event.cutoff]]
+    # durable before the event: each file flushed before its rename, its folder after
+    for name, ino in at_event["inodes"].items():
+        renamed = log.index(("rename", ino))
+        assert ("file", ino) in log[:renamed], name
+        assert ("folder", at_event["folders"][name]) in log[renamed + 1 :], name
+    # one barrier for the offloads: every flush of them before any of their renames,
+    # one flush of their folder
+    offload_inodes = {at_event["inodes"][k] for k in offloads}
+    flushes = [i for i, e in enumerate(log) if e[0] == "file" and e[1] in offload_inodes]
+    renames = [i for i, e in enumerate(log) if e[0] == "rename" and e[1] in offload_inodes]
+    assert len(flushes) == RESULTS and max(flushes) < min(renames)
+    folder = at_event["folders"][next(iter(offloads))]
+    assert log.count(("folder", folder)) == 1
+
+
+@pytest.mark.spec("R52", "R12")
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_file_whose_flush_fails_is_a_failed_write_and_the_others_are_written(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    asynchronous: bool,
+) -> None:
+    """One offload's fsync fails (EIO): that result stays whole in the view and is not
+    named as offloaded, its file is neither under its name nor left as a temporary;
+    the other offloads are written, as when a write fails outright."""
+    from ars_core.files import text_sha256
+
+    messages, texts = _history()
+    failing = f"bash-{text_sha256(texts[2])}.txt"
+    _Spy(monkeypatch, fail_on=failing)
+    seen: list[list[Message]] = []
+    events: list[CompressionEvent] = []
+    engine = Compressor(
+        small_config(summary_threshold=2, summary_l2_trigger_ratio=1.0),
+        backend=FsspecBackend((tmp_path / "f").as_uri()),
+    )
+
+    def model(view: list[Message]) -> Message:
+        seen.append(view)
+        return Message(role="assistant", content="ok")
+
+    with caplog.at_level(logging.WARNING, logger="ars"):
+        if asynchronous:
+
+            async def amodel(view: list[Message]) -> Message:
+                return model(view)
+
+            outcome = anyio.run(lambda: engine.acall(messages, amodel, emitter=events.append))
+        else:
+            outcome = engine.call(messages, model, emitter=events.append)
+    view = outcome.view
+    assert outcome.level == "L1" and view == seen[-1]
+    completed = [e for e in events if e.phase == "completed"][-1]
+    names = {Path(p).name for p in completed.offloaded}
+    assert failing not in names and len(names) == RESULTS - 1
+    assert [m.text for m in view if m.role == "tool" and m.text == texts[2]] == [texts[2]]
+    on_disk = {p.name for p in (tmp_path / "f").rglob("*") if p.is_file()}
+    assert not any(failing in n for n in on_disk)  # neither the file nor a temporary
+    assert names <= on_disk
+    assert f"could not write outputs/large_tool_results/{failing}" in caplog.text
+    assert "simulated I/O error" in caplog.text
