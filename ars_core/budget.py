@@ -8,19 +8,19 @@ Units
 -----
 The configuration speaks *provider tokens* (what the model's API bills).
 Every count made during a call is in *estimate units* (what the engine's
-estimator returns). :func:`thresholds` converts ``T`` and ``T2`` once per call:
-it divides them by the estimator's calibrated ``scale`` (provider tokens per
-estimate unit, learnt from usage reports) and by ``1 + margin`` (the
-estimator's measured worst undercount, kept as a safety margin), so a request
-that measures under them stays under the real window. With an uncalibrated
-exact estimator both are 1 and the two units coincide.
-
-The summary's bound (:func:`summary_token_limit`, :func:`summary_budget`,
-:func:`task_budget`) is in provider tokens: it is what the summarizer is told
-it may write (an LLM summarizer's ``max_tokens``), read from the unscaled
-``T``. The summary input (:func:`summary_input_budget`,
-:func:`default_input_budget`) and the kept tail are sized against the scaled
-thresholds, in estimate units.
+estimator returns), and so is every budget: :func:`in_estimate_units` gives
+the call's configuration with its token sizes (``T``, and so ``T2`` and the
+default summary bound, and ``summary_max_tokens``) divided once by the
+estimator's calibrated ``scale`` (provider tokens per estimate unit, learnt
+from usage reports) and by ``1 + margin`` (the estimator's measured worst
+undercount, kept as a safety margin); :func:`thresholds` reads ``T`` and
+``T2`` from it, and every rule below reads that configuration, so a request,
+a summary and a kept tail that measure under their budgets stay under the
+real window, and no rule subtracts one unit from the other. With an
+uncalibrated exact estimator both factors are 1 and the two units coincide
+(the configuration is used as it is). The summary's bound is what the
+summarizer is told it may write (an LLM summarizer's ``max_tokens``): in
+estimate units it is at most the provider tokens it stands for.
 
 The rules
 ---------
@@ -55,6 +55,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from .estimate import is_calibrated
 
 if TYPE_CHECKING:
@@ -68,6 +70,7 @@ __all__ = [
     "TASK_SHARE_MAX",
     "default_input_budget",
     "estimate_scale",
+    "in_estimate_units",
     "kept_tail_room",
     "large_task_ceiling",
     "lean_summary_budget",
@@ -103,9 +106,27 @@ def estimate_scale(estimator: Any) -> float:
 
 def thresholds(config: SummaryConfig, estimator: Any) -> tuple[int, int]:
     """``(T, T2)`` of ``config`` in ``estimator``'s units (see the module's
-    *Units*): the thresholds one call is measured against."""
+    *Units*): the thresholds one call is measured against (those of
+    :func:`in_estimate_units`)."""
+    scaled = in_estimate_units(config, estimator)
+    return scaled.threshold_tokens, scaled.l2_threshold_tokens
+
+
+def in_estimate_units(config: SummaryConfig, estimator: Any) -> SummaryConfig:
+    """``config`` with its token sizes in ``estimator``'s units (see the module's
+    *Units*): ``T`` (and so ``T2`` and the summary bound) and ``summary_max_tokens``
+    divided by :func:`estimate_scale`. Every budget rule of a call reads this one;
+    ``config`` itself when the scale is 1."""
     scale = estimate_scale(estimator)
-    return int(config.threshold_tokens / scale), int(config.l2_threshold_tokens / scale)
+    if scale == 1.0:
+        return config
+    most = config.summary_max_tokens
+    return attrs.evolve(
+        config,
+        # T in estimate units, whole (as a K figure that gives back exactly that)
+        summary_threshold=int(config.threshold_tokens / scale) / 1024,
+        summary_max_tokens=None if most is None else max(1, int(most / scale)),
+    )
 
 
 def summary_token_limit(

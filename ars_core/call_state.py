@@ -120,6 +120,9 @@ class CallState:
     forced: bool
     thread: str | None
     requested: bool = False  # on demand (a compaction tool, compact_now): L2 now
+    #: the configuration's token sizes in estimate units (budget.in_estimate_units): what
+    #: every budget rule of this call reads
+    budget: SummaryConfig = attrs.field(default=None)
     round_id: str = ""
     started: bool = False
     reached: Level = "L1"

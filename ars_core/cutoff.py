@@ -44,7 +44,7 @@ def choose_cut(r: CallState, l1: L1View) -> Cut | None:
     if not s.lean_rounds:  # the latest `keep` messages, a summary at the configured bound
         if preferred is None:
             return None
-        return _cut_at(r, preferred, start, s.config.summary_token_limit)
+        return _cut_at(r, preferred, start, r.budget.summary_token_limit)
     window = r.l2_threshold if r.forced else r.threshold  # an overflow: the real one is smaller
     if preferred is None and l1.tokens <= window:
         return None  # keep or fewer messages that fit the window: sent as they are
@@ -70,7 +70,7 @@ def _lean_cut(
     fixed = r.extra + message_tokens(s.estimator, frame)
     room = r.l2_threshold - fixed
     sizes = [message_tokens(s.estimator, m) for m in l1.view[start:]]
-    tail_room = kept_tail_room(s.config, room)
+    tail_room = kept_tail_room(r.budget, room)
     local = kept_cut(
         r.effective, keep, start=start, tail_room=tail_room, room=room, sizes=sizes,
         forbidden=forbidden,
@@ -82,7 +82,7 @@ def _lean_cut(
     tail = sum(sizes[local - start :])
     # after a context overflow the real window is smaller than T: no growing for the task
     limit = lean_summary_budget(
-        s.config,
+        r.budget,
         room=room,
         tail=tail,
         task_tokens=task_tokens,
@@ -97,7 +97,7 @@ def _lean_cut(
         )  # fmt: skip
         if local is None:
             return None
-    return _cut_at(r, local, start, limit, task_budget(s.config, limit, task_tokens))
+    return _cut_at(r, local, start, limit, task_budget(r.budget, limit, task_tokens))
 
 
 def kept_cut(

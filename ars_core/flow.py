@@ -33,6 +33,7 @@ import attrs
 from .archive import HistoryArchive
 from .budget import (
     default_input_budget,
+    in_estimate_units,
     summary_input_budget,
     thresholds,
 )
@@ -146,6 +147,7 @@ def flow(
         forced=forced,
         thread=thread,
         requested=requested and can_compact(effective, event, cfg.summary_keep_messages),
+        budget=in_estimate_units(cfg, est),
     )
     return _run(r)
 

@@ -24,7 +24,7 @@ from tests.langchain.helpers import build_agent
 
 pytestmark = pytest.mark.spec("R21", "R23", "R24")
 
-TASK = large_task()
+TASK = large_task(200)  # ~4,800 approx tokens: above the summary bound, within the grown one
 CONFIG = SummaryConfig(summary_threshold=8)
 PROGRESS = "Progress: big_output ran 14 times; the build is clean."
 TURNS = 14
