@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from itertools import accumulate
 from typing import Any
 
 __all__ = ["HistorySize", "Totals"]
@@ -64,11 +65,10 @@ class Totals(list[int]):
         bound of messages no earlier call sized."""
         if n < len(self):
             return self[n]
-        running = self[-1]
-        for m in messages[len(self) - 1 : n]:
-            running += bound(m)
-            self.append(running)
-        return running
+        sums = accumulate(map(bound, messages[len(self) - 1 : n]), initial=self[-1])
+        next(sums)  # the running total so far, already kept
+        self.extend(sums)
+        return self[n]
 
     def size(
         self,

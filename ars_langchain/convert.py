@@ -30,6 +30,7 @@ sent again by every later call while the event holds the same summary.
 
 from __future__ import annotations
 
+import operator
 import sys
 import threading
 from collections.abc import Mapping, Sequence
@@ -146,16 +147,17 @@ def _content_from_core(content: str | tuple[ContentPart, ...]) -> str | list[Any
 # ------------------------------------------------------------------ messages
 
 
-def _role_of_type(kind: str) -> str:
-    role = _ROLE_OF_TYPE.get(kind)
-    if role is None:
-        base = kind.removesuffix("MessageChunk").lower() if kind.endswith("MessageChunk") else kind
-        role = _ROLE_OF_TYPE[kind] = _CORE_ROLE.get(base, "user")
-    return role
+def _type_facts(kind: str) -> tuple[str, bool]:
+    """The core role of a (non-chat) message type (``"AIMessageChunk"`` ->
+    ``"assistant"``), and whether the type is kept (not the plain class of its role)."""
+    base = kind.removesuffix("MessageChunk").lower() if kind.endswith("MessageChunk") else kind
+    role = _CORE_ROLE.get(base, "user")
+    facts = _TYPE_FACTS[kind] = (role, _CLASS_OF_TYPE.get(kind) is not _CLASS_OF_ROLE.get(role))
+    return facts
 
 
-#: the core role of each LangChain message type seen (``"AIMessageChunk"`` -> ``"assistant"``)
-_ROLE_OF_TYPE: dict[str, str] = {}
+#: the facts of each LangChain message type seen
+_TYPE_FACTS: dict[str, tuple[str, bool]] = {}
 
 
 class _LcFields(dict[str, Any]):
@@ -235,10 +237,6 @@ _KINDS: dict[type[BaseMessage], _Kind] = {}
 def _keep_fields(values: Mapping[str, Any], kind: _Kind, extra: _LcFields) -> Any:
     """Keep in ``extra`` the LangChain-only fields that are set and differ from their
     default (``response_metadata`` without ARS's markers); the markers, if any."""
-    if not any(map(values.get, kind.falsy)) and all(
-        [values.get(f) == d for f, d in kind.defaulted]
-    ):
-        return None  # every field unset or at its default (most messages): nothing to keep
     markers: Any = None
     for field, default in kind.fields:
         value = values.get(field)
@@ -271,12 +269,17 @@ def to_core(message: BaseMessage) -> Message:
     lc_type = values.get("type") or message.type
     if kind.chat:
         role = _CORE_ROLE.get(str(values.get("role")), "user")
+        keeps_type = _CLASS_OF_TYPE.get(lc_type) is not _CLASS_OF_ROLE.get(role)
     else:
-        role = _ROLE_OF_TYPE.get(lc_type) or _role_of_type(lc_type)
+        role, keeps_type = _TYPE_FACTS.get(lc_type) or _type_facts(lc_type)
     extra = _LcFields()
-    if _CLASS_OF_TYPE.get(lc_type) is not _CLASS_OF_ROLE.get(role):
+    if keeps_type:
         extra["type"] = lc_type
-    markers = _keep_fields(values, kind, extra)
+    markers = None
+    if any(map(values.get, kind.falsy)) or any(
+        [values.get(f) != d for f, d in kind.defaulted]
+    ):  # a LangChain-only field set (most messages have none)
+        markers = _keep_fields(values, kind, extra)
     calls = values.get("tool_calls") if kind.has_calls else None
     core_calls: tuple[ToolCall, ...] = ()
     if calls:
@@ -411,6 +414,9 @@ def tool_schemas(tools: Sequence[Any]) -> list[Any]:
 # ------------------------------------------------------------------ incremental conversion
 
 
+_ID = operator.attrgetter("id")
+
+
 def _same(a: BaseMessage, b: BaseMessage) -> bool:
     return a is b or (a.id == b.id and type(a) is type(b) and a == b)
 
@@ -455,6 +461,10 @@ class HistoryConverter:
         self.converted += 1
         return to_core(message)
 
+    def _convert_all(self, messages: Sequence[BaseMessage]) -> list[Message]:
+        self.converted += len(messages)
+        return list(map(to_core, messages))
+
     def convert(self, messages: Sequence[BaseMessage]) -> list[Message]:
         with self._lock:
             prev_lc, prev_core = self._lc, self._core
@@ -479,7 +489,7 @@ class HistoryConverter:
                 self._lc = list(messages)
                 new = self._after_edit(messages[keep:], prev_lc[keep:], prev_core[keep:])
             else:
-                new = [self._convert_one(m) for m in messages[n_prev:]]
+                new = self._convert_all(messages[n_prev:])
             if keep == n_prev and _unshared(prev_core, 2):  # self._core and prev_core
                 core = prev_core  # nobody holds the list returned last time: grow it in place
                 core.extend(new)
@@ -502,7 +512,11 @@ class HistoryConverter:
         was already converted (the same or an equal message under the same id) keeps
         its core twin, so its cached counts survive; only edited and new ones are
         converted."""
-        by_id = {lc.id: (lc, core) for lc, core in zip(old_lc, old_core, strict=True) if lc.id}
+        ids = list(map(_ID, messages))
+        by_id = dict(zip(map(_ID, old_lc), zip(old_lc, old_core, strict=True), strict=True))
+        by_id.pop(None, None)
+        if by_id.keys().isdisjoint(ids):  # another history: every message is new
+            return self._convert_all(messages)
         out: list[Message] = []
         for m in messages:
             hit = by_id.get(m.id) if m.id else None
@@ -550,7 +564,33 @@ class HistoryConverter:
                 if head < n and start >= 0 and view[head:] == core[start:]:
                     # bounded: a later call may append to ``lc`` (never change what is here)
                     return [self.back(m) for m in view[:head]] + lc[start : len(core)]
+            inserted = self._inserted(view, core)
+            if inserted is not None:  # the history with notes inserted (pairing's)
+                out: list[BaseMessage] = []
+                j = last = 0
+                for i in inserted:
+                    out += lc[j : j + i - last]
+                    j += i - last
+                    out.append(self.back(view[i]))
+                    last = i + 1
+                return out + lc[j : len(core)]
         return [self.back(m) for m in view]
+
+    @staticmethod
+    def _inserted(view: list[Message], core: list[Message]) -> list[int] | None:
+        """The positions of the messages inserted in ``view`` when it is the whole
+        history ``core`` (the same objects, in order) with messages inserted, else None."""
+        n = len(core)
+        if not n or len(view) < n:
+            return None
+        inserted: list[int] = []
+        j = 0
+        for i, m in enumerate(view):
+            if j < n and m is core[j]:
+                j += 1
+            else:
+                inserted.append(i)
+        return inserted if j == n else None
 
     def remember(self, core: Message, message: BaseMessage) -> None:
         """Record that ``core`` stands for ``message`` (the event's summary): it takes

@@ -282,6 +282,37 @@ def test_a_view_after_a_summary_maps_its_kept_tail_back_by_slicing(
     assert len(mapped) == 101
 
 
+@pytest.mark.spec("R1", "R62")
+def test_a_view_with_notes_inserted_maps_the_history_back_by_slicing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The whole history with messages inserted (the notes answering unanswered calls)
+    goes back as the very LangChain objects of the history, the inserted ones converted
+    one by one, in place; a view missing a history message is mapped one by one."""
+    conv = HistoryConverter()
+    msgs = [HumanMessage(f"m{i}", id=f"id{i}") for i in range(300)]
+    core = conv.convert(msgs)
+    notes = [Message(role="tool", content=f"note {k}", tool_call_id=f"c{k}") for k in range(3)]
+    mapped: list[Message] = []
+    real_back = HistoryConverter.back
+    monkeypatch.setattr(
+        HistoryConverter, "back", lambda self, m: mapped.append(m) or real_back(self, m)
+    )
+    view = [notes[0], *core[:120], notes[1], *core[120:], notes[2]]
+    back = conv.back_all(view)
+    assert mapped == notes
+    assert [type(m).__name__ for m in back].count("ToolMessage") == 3
+    assert back[0] == from_core(notes[0]) and back[121] == from_core(notes[1])
+    assert back[-1] == from_core(notes[2])
+    rest = back[1:121] + back[122:-1]
+    assert len(rest) == 300 and all(a is b for a, b in zip(rest, msgs, strict=True))
+    mapped.clear()
+    gapped = [*core[:120], notes[1], *core[121:]]  # core[120] left out: not the history
+    back = conv.back_all(gapped)
+    assert len(mapped) == len(gapped) and back[120] == from_core(notes[1])
+    assert back[121] is msgs[121]
+
+
 def _edited_thread_check(agent: Any, model: FakeToolChatModel, mw: Any, config: Any) -> None:
     state = agent.get_state(config).values["messages"]
     assert model.main_calls[-1][1:] == state[:-1]  # exactly the edited history, then its answer
