@@ -31,6 +31,7 @@ from .errors import ArchiveFormatError, MessageFormatError
 from .files import FileBackend, encode_text
 from .l1 import FileWrite
 from .layout import HISTORY_DIR
+from .memo import unchanged_prefix
 from .messages import Message, message_from_dict, message_to_dict
 
 __all__ = [
@@ -57,11 +58,63 @@ def archive_line(message: Message) -> tuple[bytes, bytes]:
     (``memo.current().archive_lines``, one range, not on every message: no second
     copy of the whole history's text): a round redone over the same messages, or
     over them with one replaced, encodes only what is new."""
-    kept = memo.current().archive_lines.get(id(message))
-    if kept is not None and kept[0] is message:
-        return kept[1], kept[2]
+    kept = _latest().line_of(message)
+    return kept if kept is not None else _encoded(message)
+
+
+def _encoded(message: Message) -> tuple[bytes, bytes]:
     line = encode_text(_ENCODER.encode(message_to_dict(message)))
     return line, hashlib.sha256(line).digest()
+
+
+def _latest() -> LatestLines:
+    return memo.current().single("archive:lines", LatestLines)
+
+
+class LatestLines:
+    """The lines (and their digests) of the latest history archive an engine built, one
+    range: the next round's archive, over the same first messages plus new ones (the
+    :func:`~ars_core.memo.unchanged_prefix` rule), encodes only the new ones; any other
+    range finds each message it shares with this one by identity."""
+
+    __slots__ = ("_by_id", "digests", "lines", "lock", "messages")
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.lines: list[bytes] = []
+        self.digests: list[bytes] = []
+        self._by_id: dict[int, int] | None = None
+        self.lock = threading.Lock()
+
+    def line_of(self, message: Message) -> tuple[bytes, bytes] | None:
+        """The line of ``message`` when the latest archive holds it (that very object)."""
+        with self.lock:
+            return self._line_of(message)
+
+    def _line_of(self, message: Message) -> tuple[bytes, bytes] | None:
+        if self._by_id is None:
+            self._by_id = {id(m): i for i, m in enumerate(self.messages)}
+        i = self._by_id.get(id(message))
+        if i is None or self.messages[i] is not message:
+            return None
+        return self.lines[i], self.digests[i]
+
+    def encode(self, messages: Sequence[Message]) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+        """The lines and digests of ``messages``, which become the latest archive."""
+        with self.lock:
+            if unchanged_prefix(self.messages, messages):
+                n = min(len(self.messages), len(messages))
+                del self.messages[n:], self.lines[n:], self.digests[n:]
+                entries = [_encoded(m) for m in messages[n:]]
+            else:
+                n = 0
+                entries = [self._line_of(m) or _encoded(m) for m in messages]
+                del self.messages[:], self.lines[:], self.digests[:]
+            self._by_id = None
+            self.messages += messages[n:]
+            self.lines += [line for line, _ in entries]
+            self.digests += [digest for _, digest in entries]
+            return tuple(self.lines), tuple(self.digests)
 
 
 @attrs.frozen
@@ -109,13 +162,9 @@ class HistoryArchive:
     def of(
         cls, messages: Sequence[Message], *, start: int, thread: str | None = None
     ) -> HistoryArchive:
-        entries = [archive_line(m) for m in messages]
         # the engine keeps this archive's lines (and only this one's) for the next round
-        memo.current().archive_lines = {
-            id(m): (m, line, digest) for m, (line, digest) in zip(messages, entries, strict=True)
-        }
-        lines, digests = zip(*entries, strict=True) if entries else ((), ())
-        return cls(start, thread, tuple(lines), tuple(digests))
+        lines, digests = _latest().encode(messages)
+        return cls(start, thread, lines, digests)
 
     @property
     def end(self) -> int:

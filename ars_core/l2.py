@@ -28,6 +28,7 @@ from typing import Any
 
 import attrs
 
+from . import memo
 from .archive import archive_line, history_file, read_history
 from .errors import SummarizerError
 from .estimate import Estimator, message_tokens
@@ -141,17 +142,46 @@ def tool_pairs(messages: Sequence[Message]) -> list[tuple[int, int]]:
 def forbidden_cuts(messages: Sequence[Message]) -> list[bool]:
     """For each position ``0..len(messages)``, whether a cut there is invalid: it
     would separate a tool call from its results, or open the kept window with a
-    tool result."""
-    forbidden = [False] * (len(messages) + 1)
-    calls: dict[str | None, int] = {}
-    for i, m in enumerate(messages):
-        for c in m.tool_calls:
-            calls[c.id] = i
-        if m.role == "tool":
-            call_i = calls.get(m.tool_call_id, i)
-            forbidden[call_i + 1 : i + 1] = [True] * (i - call_i)
-            forbidden[i] = True
-    return forbidden
+    tool result. Kept by the engine as the history grows: a history that extends
+    one seen before reads only its appended messages."""
+    if not messages:
+        return [False]
+    remembered = memo.current().prefix("l2:forbidden", _Forbidden)
+    with remembered.lock:
+        seen, known = remembered.track(messages)
+        if len(messages) < len(seen.messages):  # a shorter one: read whole, not kept
+            return _Forbidden().read(messages, 0)
+        if not known:
+            seen.messages.clear()
+            seen.state = _Forbidden()
+        found = seen.state.read(messages, len(seen.messages))
+        remembered.extend(seen, messages, known)
+        return found
+
+
+class _Forbidden:
+    """:func:`forbidden_cuts` of a history so far, and where each tool call is in it."""
+
+    __slots__ = ("calls", "forbidden")
+
+    def __init__(self) -> None:
+        self.forbidden = [False]
+        self.calls: dict[str | None, int] = {}
+
+    def read(self, messages: Sequence[Message], start: int) -> list[bool]:
+        """Read ``messages[start:]`` (the first ``start`` were read): the positions of
+        ``messages``."""
+        forbidden, calls = self.forbidden, self.calls
+        for i in range(start, len(messages)):
+            m = messages[i]
+            forbidden.append(False)  # a cut after it
+            for c in m.tool_calls:
+                calls[c.id] = i
+            if m.role == "tool":
+                call_i = calls.get(m.tool_call_id, i)
+                forbidden[call_i + 1 : i + 1] = [True] * (i - call_i)
+                forbidden[i] = True
+        return list(forbidden)
 
 
 def select_cutoff(

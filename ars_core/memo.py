@@ -51,6 +51,7 @@ import contextvars
 import itertools
 import threading
 import weakref
+from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
@@ -200,13 +201,18 @@ def unchanged_prefix(known: Sequence[object], messages: Sequence[object]) -> boo
     n = min(len(known), len(messages))
     if not n:
         return False
-    head = messages[:n] if len(messages) > n or not isinstance(messages, list) else messages
-    if not isinstance(head, list):
-        head = list(head)
-    mine = known if len(known) == n else known[:n]
+    if len(messages) > n and isinstance(known, list) and isinstance(messages, list):
+        known += messages[n:]  # compared in place, no copy of the history; undone below
+        try:
+            return bool(known == messages)
+        except Exception:  # a message whose metadata cannot be compared (an array): changed
+            return False
+        finally:
+            del known[n:]
+    head = messages if isinstance(messages, list) and len(messages) == n else list(messages[:n])
     try:
-        return bool(mine == head)
-    except Exception:  # a message whose metadata cannot be compared (an array): changed
+        return bool((known if len(known) == n else known[:n]) == head)
+    except Exception:
         return False
 
 
@@ -390,7 +396,7 @@ class SparseIndex(Generic[T]):
                 found.values.clear()
             n, have = len(messages), len(seen.messages)
             if n <= have:
-                end = _bisect(found.positions, n)
+                end = bisect_left(found.positions, n)
                 return found.positions[:end], found.values[:end]
             value_of = self._value_of
             for i in range(have, n):
@@ -408,12 +414,6 @@ class _Positions(Generic[T]):
     def __init__(self) -> None:
         self.positions: list[int] = []
         self.values: list[T] = []
-
-
-def _bisect(positions: list[int], n: int) -> int:
-    from bisect import bisect_left
-
-    return bisect_left(positions, n)
 
 
 # ---------------------------------------------------------------- one engine's memo
@@ -436,10 +436,8 @@ class Memo:
         # history): their token totals per estimator, and their word runs
         self._text_totals: dict[Hashable, HistoryTotals] = {}
         self._runs: PrefixMemo[_Runs] = PrefixMemo(_Runs, slots=slots)
-        #: the lines of the latest history archive built (by message id: the message,
-        #: its line, the line's digest): a round redone over the same first messages
-        #: encodes only what is new; one range is kept, not the whole history
-        self.archive_lines: dict[int, tuple[Message, bytes, bytes]] = {}
+        #: one state per name, not per history (the lines of the latest history archive)
+        self._singles: dict[str, Any] = {}
 
     def history_tokens(
         self, messages: Sequence[Message], key: Hashable, count: Callable[[Message], int]
@@ -516,6 +514,12 @@ class Memo:
             found = self._prefixes.get(name)
             if found is None:
                 found = self._prefixes[name] = PrefixMemo(new_state, slots=self._slots)
+            return found
+
+    def single(self, name: str, new_state: Callable[[], S]) -> S:
+        """The one state of ``name``, not one per history (the latest archive's lines)."""
+        with self._lock:
+            found: S = self._singles.get(name) or self._singles.setdefault(name, new_state())
             return found
 
     def forget(self) -> None:

@@ -386,13 +386,14 @@ def turn_tokens(messages: Sequence[Message], estimator: Estimator) -> int:
     a chat is made of them, an agent run has few). The summary input budget
     reads them whole (see :func:`~ars_core.budget.summary_input_budget`)."""
     fixed, _ = _kept_whole(messages)
-    turns = [
-        m
-        for i, m in enumerate(messages)
-        if i not in fixed
-        and ((m.role == "assistant" and not m.tool_calls) or _cached_kind(m) == _REQUEST)
-    ]
-    return sum(message_sizes(estimator, turns))
+    # only the turns are looked at (where they are is kept by the engine as the history grows)
+    positions, _ = memo.current().index("summarize:turns", _is_turn)(messages)
+    return sum(message_sizes(estimator, [messages[i] for i in positions if i not in fixed]))
+
+
+def _is_turn(m: Message) -> bool:
+    """What a person said: an assistant message calling no tool, or a user request."""
+    return (m.role == "assistant" and not m.tool_calls) or _cached_kind(m) == _REQUEST
 
 
 def bound_summarizer(summarizer: Any, summary_tokens: int, task_tokens: int | None = None) -> Any:
