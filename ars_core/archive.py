@@ -6,8 +6,8 @@ line per state message as :func:`~ars_core.messages.message_to_dict` writes
 it. Its name holds the range and a hash of its content, so a file is written
 once and never changed, and a retry writes the same file.
 
-Each message is encoded once (:func:`archive_line`, kept on the message), so
-an archive is a join of bytes. When this process already archived the same
+Each message is encoded once (:func:`archive_line`, kept with the latest
+archive), so an archive is a join of bytes. When this process already archived the same
 first messages for the same thread and range start (a round whose summary was
 not kept: a stateless caller resending the whole history, a retry, a dropped
 summary), the round writes only what is new: a *continuation* file whose
@@ -55,9 +55,9 @@ def archive_line(message: Message) -> tuple[bytes, bytes]:
     digest of that line.
 
     The lines of the latest archive an engine built are kept by its memo
-    (``memo.current().archive_lines``, one range, not on every message: no second
-    copy of the whole history's text): a round redone over the same messages, or
-    over them with one replaced, encodes only what is new."""
+    (:class:`LatestLines`, one range, not on every message: no second copy of the
+    whole history's text): a round redone over the same messages, or over them
+    plus new ones, or with one replaced, encodes only what is new."""
     kept = _latest().line_of(message)
     return kept if kept is not None else _encoded(message)
 
