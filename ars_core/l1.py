@@ -30,6 +30,7 @@ from typing import cast
 
 import attrs
 
+from . import memo
 from .estimate import Estimator, message_tokens
 from .files import decode_text, encode_text, sanitize_name, text_sha256
 from .layout import LARGE_TOOL_RESULTS_DIR, LARGE_USER_MESSAGES_DIR
@@ -338,38 +339,66 @@ def plan_l1(
     """Plan L1 over ``messages`` (the effective messages); nothing is mutated.
 
     Results are cached on each message, so a message seen by an earlier call
-    costs a dictionary lookup.
+    costs a dictionary lookup; the plan of a history is kept by the engine as
+    the history grows, so a call whose history only grew plans the appended
+    messages alone.
     """
     key = L1_PLAN.key(
         tool_token_limit, arg_char_limit, tuple(sorted(truncate_tools)), estimator_key(estimator)
     )
-    # each message's plan, read from its cache in one pass (planned when missing)
-    plans: list[_Planned | None] = L1_PLAN.get_many(messages, key)
-    for i in [i for i, planned in enumerate(plans) if planned is None]:
-        m = messages[i]
-        plans[i] = L1_PLAN.put(
-            m, _plan_message(m, estimator, tool_token_limit, arg_char_limit, truncate_tools), key
+    if not messages:
+        return L1Plan(view=(), writes=(), replaced={}, pending={}, truncated_args=0)
+    remembered = memo.current().prefix("l1:plan", _PlanSoFar)
+    with remembered.lock:
+        seen, known = remembered.track(messages)
+        if not known or len(messages) < len(seen.messages) or seen.state.key != key:
+            seen.messages.clear()
+            seen.state = _PlanSoFar(key)
+        plan = seen.state
+        for i in range(len(plan.view), len(messages)):
+            m = messages[i]
+            planned = L1_PLAN.get(m, key)
+            if planned is None:
+                planned = L1_PLAN.put(
+                    m,
+                    _plan_message(m, estimator, tool_token_limit, arg_char_limit, truncate_tools),
+                    key,
+                )
+            plan.add(i, m, planned)
+        remembered.extend(seen, messages, known)
+        return L1Plan(
+            view=tuple(plan.view),
+            writes=tuple(plan.writes.values()),
+            replaced=dict(plan.replaced),
+            pending=dict(plan.pending),
+            truncated_args=plan.truncated,
         )
-    planned = cast(list[_Planned], plans)
-    view = tuple(p[0] for p in planned)
-    writes: dict[str, FileWrite] = {}
-    replaced: dict[int, Message] = {}
-    pending: dict[str, list[int]] = {}
-    truncated = 0
-    for i in [i for i, p in enumerate(planned) if p[0] is not messages[i]]:
-        _, write, n = planned[i]
-        replaced[i] = messages[i]
-        truncated += n
+
+
+class _PlanSoFar:
+    """The L1 plan of a history so far (for the plan's ``key``), extended message by
+    message as the history grows."""
+
+    __slots__ = ("key", "pending", "replaced", "truncated", "view", "writes")
+
+    def __init__(self, key: object = None) -> None:
+        self.key = key
+        self.view: list[Message] = []
+        self.writes: dict[str, FileWrite] = {}
+        self.replaced: dict[int, Message] = {}
+        self.pending: dict[str, tuple[int, ...]] = {}
+        self.truncated = 0
+
+    def add(self, i: int, m: Message, planned: _Planned) -> None:
+        new, write, n = planned
+        self.view.append(new)
+        if new is m:
+            return
+        self.replaced[i] = m
+        self.truncated += n
         if write is not None:
-            writes[write.path] = write
-            pending.setdefault(write.path, []).append(i)
-    return L1Plan(
-        view=view,
-        writes=tuple(writes.values()),
-        replaced=replaced,
-        pending={p: tuple(ix) for p, ix in pending.items()},
-        truncated_args=truncated,
-    )
+            self.writes[write.path] = write
+            self.pending[write.path] = (*self.pending.get(write.path, ()), i)
 
 
 def _offload_user_message(
@@ -394,6 +423,10 @@ def _offload_user_message(
     return new, files
 
 
+def _is_user(m: Message) -> bool:
+    return m.role == "user"
+
+
 def offload_oversized_user_messages(
     plan: L1Plan,
     *,
@@ -412,8 +445,10 @@ def offload_oversized_user_messages(
     same text always maps to the same file."""
     key = L1_USER.key(threshold, preview_tokens, estimator_key(estimator), media)
     found: list[tuple[int, Message, tuple[FileWrite, ...]]] = []
-    for i, m in enumerate(plan.view):
-        if m.role != "user" or i in plan.replaced:
+    # only the user messages (where they are is kept as the history grows)
+    for i in memo.current().index("l1-user:users", _is_user)(plan.view)[0]:
+        m = plan.view[i]
+        if i in plan.replaced:
             continue
         cached = L1_USER.get(m, key)
         if cached is None:

@@ -21,11 +21,13 @@ view: the model has not seen them.
 from __future__ import annotations
 
 import functools
+from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 
+from . import memo
 from ._media import media_type
 from .files import text_sha256
 from .l1 import FileWrite, L1Plan
@@ -187,6 +189,10 @@ def media_offloader(tool_token_limit: int) -> Callable[[Message], tuple[Message,
     return functools.partial(offload_media, char_limit=media_char_limit(tool_token_limit))
 
 
+def _has_parts(m: Message) -> bool:
+    return not isinstance(m.content, str) and not m.metadata.get(MARK_SUMMARY)
+
+
 def offload_inline_media(plan: L1Plan, *, tool_token_limit: int) -> L1Plan:
     """``plan`` with the inline media of every answered message offloaded (see
     the module doc): the messages up to the last assistant message of the
@@ -196,9 +202,10 @@ def offload_inline_media(plan: L1Plan, *, tool_token_limit: int) -> L1Plan:
     view = plan.view
     answered = next((i for i in range(len(view) - 1, -1, -1) if view[i].role == "assistant"), -1)
     found: list[tuple[int, Message, tuple[FileWrite, ...]]] = []
-    for i, m in enumerate(plan.view[:answered]):
-        if isinstance(m.content, str) or m.metadata.get(MARK_SUMMARY):
-            continue
+    # only the messages of content parts (where they are is kept as the history grows)
+    positions, _ = memo.current().index("l1-media:parts", _has_parts)(view)
+    for i in positions[: bisect_left(positions, answered)]:
+        m = view[i]
         cached = L1_MEDIA.get(m, key)
         if cached is None:
             new, writes = offload_media(m, char_limit)

@@ -54,8 +54,9 @@ import weakref
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, cast, runtime_checkable
 
+from .capabilities import has
 from .messages import Message, as_messages
 from .totals import HistorySize, Totals
 
@@ -178,8 +179,8 @@ def estimator_key(estimator: object) -> Hashable:
     """The identity values derived from ``estimator``'s counts are kept under: its
     ``cache_key`` when it declares one, else a number given to this estimator object
     alone (two estimators never share values because they share a name)."""
-    if isinstance(estimator, KeyedEstimator):
-        return estimator.cache_key
+    if has(estimator, KeyedEstimator):  # worked out once per class
+        return cast(KeyedEstimator, estimator).cache_key
     with _keys_lock:
         try:
             key = _instance_keys.get(estimator)

@@ -17,6 +17,8 @@ from ars_core import ApproxEstimator, Compressor, Message, message_to_dict
 from ars_core.archive import HistoryArchive, read_archive
 from ars_core.cutoff import TailSizes, conversation_tokens, history_total, kept_cut
 from ars_core.estimate import message_sizes
+from ars_core.l1 import offload_oversized_user_messages, plan_l1
+from ars_core.l1_media import offload_inline_media
 from ars_core.l2 import forbidden_cuts, select_cutoff
 from ars_core.memo import Memo, active
 from ars_core.summarize import turn_tokens
@@ -31,22 +33,23 @@ EST = ApproxEstimator()
 
 def agent_run(n: int) -> list[Message]:
     """``n`` messages of an agent run: requests, tool calls (some answered only a few
-    messages later, some with two results), plain answers."""
+    messages later, some with two results, some writing files), results (some
+    large), plain answers."""
     out: list[Message] = []
     open_calls: list[Any] = []
     i = 0
     while len(out) < n:
         kind = i % 7
         if kind == 0:
-            out.append(user(words(5 + i % 11, f"q{i}")))
+            out.append(user(words(5 + i % 11 + (i % 2) * 100, f"q{i}")))
         elif kind in (1, 4):
             calls = [call("bash", f"c{i}a", command=f"ls {i}")]
             if kind == 4:
-                calls.append(call("read_file", f"c{i}b", path=f"/src/f{i}.py"))
+                calls.append(call("write_file", f"c{i}b", path=f"/f{i}.py", content=f"x = {i}"))
             out.append(assistant(words(i % 3, f"t{i}"), *calls))
             open_calls += calls
         elif kind in (2, 5) and open_calls:
-            out.append(tool(open_calls.pop(0), words(20 + i % 40, f"r{i}")))
+            out.append(tool(open_calls.pop(0), words(20 + i % 40 + (i % 3) * 150, f"r{i}")))
         else:
             out.append(assistant(words(8 + i % 5, f"a{i}")))
         i += 1
@@ -73,7 +76,12 @@ def histories() -> Iterator[list[Message]]:
 def passes(history: Sequence[Message]) -> dict[str, Any]:
     archive = HistoryArchive.of(history, start=0, thread="t")
     sizes = TailSizes(EST, history, 1)
+    plan = plan_l1(history, estimator=EST, tool_token_limit=40, arg_char_limit=6)
+    users = offload_oversized_user_messages(plan, estimator=EST, threshold=12, preview_tokens=8)
     return {
+        "plan": plan,
+        "users": users,
+        "media": offload_inline_media(users, tool_token_limit=1),
         "forbidden": forbidden_cuts(history),
         "turns": turn_tokens(history, EST),
         "conversation": conversation_tokens(history, EST),
@@ -104,6 +112,8 @@ def test_every_pass_of_a_growing_or_edited_history_matches_a_fresh_memo() -> Non
         ]
         assert seen["sizes"] == message_sizes(EST, history[1:])
         assert len(seen["forbidden"]) == len(history) + 1
+    # every kind of change was met: results offloaded, arguments cut, requests offloaded
+    assert seen["plan"].writes and seen["plan"].truncated_args and seen["users"] != seen["plan"]
 
 
 def test_forbidden_cuts_follow_results_that_arrive_later() -> None:
