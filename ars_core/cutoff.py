@@ -10,20 +10,19 @@ separating a tool call from its results.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import overload
 
 from .budget import SUMMARY_TOKENS_FLOOR, kept_tail_room, lean_summary_budget, task_budget
 from .call_state import CallState, Cut, L1View
 from .checkpoint import to_global_cutoff
-from .estimate import Estimator, is_incremental, message_sizes, message_tokens
+from .estimate import Estimator, message_tokens
 from .l2 import build_summary_message, forbidden_cuts, select_cutoff
 from .layout import HISTORY_DIR
-from .memo import Memo, current, estimator_key
+from .memo import Memo, estimator_key
 from .messages import Message
 from .retention import is_user_request, task_statement
-from .summarize import turn_tokens
+from .summarize import MessageSizes, history_total, turn_tokens
 
-__all__ = ["TailSizes", "choose_cut", "conversation_tokens", "kept_cut"]
+__all__ = ["choose_cut", "conversation_tokens", "kept_cut"]
 
 #: an archive path of the length the engine writes: sizes the summary message's frame
 _SAMPLE_PATH = f"{HISTORY_DIR}/history-{0:06d}-{0:06d}-{0:016x}.jsonl"
@@ -70,7 +69,7 @@ def _lean_cut(
     frame = build_summary_message("", cutoff=_nines(len(r.state)), file_path=_SAMPLE_PATH)
     fixed = r.extra + message_tokens(s.estimator, frame)
     room = r.l2_threshold - fixed
-    sizes = TailSizes(s.estimator, l1.view, start)
+    sizes = MessageSizes(s.estimator, l1.view, start)
     tail_room = kept_tail_room(r.budget, room)
     local = kept_cut(
         r.effective, keep, start=start, tail_room=tail_room, room=room, sizes=sizes,
@@ -156,45 +155,6 @@ def conversation_tokens(history: Sequence[Message], estimator: Estimator) -> int
     what it keeps whole)."""
     turns = turn_tokens(history, estimator)
     return turns if 2 * turns >= history_total(history, estimator) else 0
-
-
-def history_total(history: Sequence[Message], estimator: Estimator) -> int:
-    """The tokens of ``history``, message by message: for an incremental estimator the
-    engine's running total of it (a history that grew counts its new messages only)."""
-    if is_incremental(estimator):
-        return current().history_tokens(history, estimator.cache_key, estimator.count_message)
-    return sum(message_sizes(estimator, history))
-
-
-class TailSizes(Sequence[int]):
-    """The size of each of ``messages[start:]`` as it will be sent, counted when read:
-    a lean cut reads the newest ones only (the kept tail), not the whole history."""
-
-    def __init__(self, estimator: Estimator, messages: Sequence[Message], start: int) -> None:
-        self._estimator, self._messages, self._start = estimator, messages, start
-        self._known: dict[int, int] = {}
-
-    def __len__(self) -> int:
-        return max(0, len(self._messages) - self._start)
-
-    @overload
-    def __getitem__(self, index: int) -> int: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[int]: ...
-    def __getitem__(self, index: int | slice) -> int | list[int]:
-        if isinstance(index, slice):
-            return [self._size(i) for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(index)
-        return self._size(index)
-
-    def _size(self, i: int) -> int:
-        size = self._known.get(i)
-        if size is None:
-            size = self._known[i] = message_tokens(self._estimator, self._messages[self._start + i])
-        return size
 
 
 def _nines(n: int) -> int:

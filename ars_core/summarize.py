@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, overload, runtime_checkable
 
 import attrs
 
@@ -38,7 +38,7 @@ from .budget import (
     task_budget,
 )
 from .capabilities import BudgetedSummarizer, has
-from .estimate import ApproxEstimator, Estimator, message_sizes, message_tokens
+from .estimate import ApproxEstimator, Estimator, is_incremental, message_sizes, message_tokens
 from .extractive import ExtractiveSummarizer
 from .memo import KEPT_KIND, SHORTENED
 from .messages import ContentPart, Message
@@ -74,11 +74,13 @@ __all__ = [
     "AsyncSummarizer",
     "CallableSummarizer",
     "ExtractiveSummarizer",
+    "MessageSizes",
     "Summarizer",
     "SummaryResult",
     "Usage",
     "bound_summarizer",
     "condense_history",
+    "history_total",
     "large_task_ceiling",
     "media_reference",
     "parse_summary",
@@ -172,11 +174,13 @@ def condense_history(
     """
     est = estimator or ApproxEstimator()
     n = len(messages)
-    sizes = message_sizes(est, messages)
-    if sum(sizes) <= budget:
+    if history_total(messages, est) <= budget:
         return list(messages)
+    sizes = MessageSizes(est, messages, 0)  # counted when read: the kept ones
     fixed, requests = _kept_whole(messages)
-    out: list[Message | None] = [messages[i] if i in fixed else None for i in range(n)]
+    out: list[Message | None] = [None] * n
+    for i in fixed:
+        out[i] = messages[i]
     if task_tokens is None:
         room = int(budget * TASK_SHARE)
     else:  # the task's text, and each request's own frame (role, separators)
@@ -204,7 +208,7 @@ def _fill_newest_first(
     messages: Sequence[Message],
     fixed: set[int],
     out: list[Message | None],
-    sizes: list[int],
+    sizes: MessageSizes,
     room: int,
     est: Estimator,
     shortened_chars: int,
@@ -278,7 +282,7 @@ def _fit_requests(
     messages: Sequence[Message],
     requests: Sequence[int],
     out: list[Message | None],
-    sizes: list[int],
+    sizes: MessageSizes,
     room: int,
     est: Estimator,
 ) -> None:
@@ -295,7 +299,7 @@ def _noting_omissions(out: list[Message | None], messages: Sequence[Message]) ->
     """The kept messages, with one note where the omitted ones (``None``) were; the
     note names the files the omitted messages created or edited, their latest
     commands and errors (in its text and its metadata)."""
-    kept = [m for m in out if m is not None]
+    kept: list[Message] = list(filter(None, out))  # a message is never false
     omitted = len(out) - len(kept)
     if not omitted:
         return kept
@@ -394,6 +398,49 @@ def turn_tokens(messages: Sequence[Message], estimator: Estimator) -> int:
 def _is_turn(m: Message) -> bool:
     """What a person said: an assistant message calling no tool, or a user request."""
     return (m.role == "assistant" and not m.tool_calls) or _cached_kind(m) == _REQUEST
+
+
+def history_total(history: Sequence[Message], estimator: Estimator) -> int:
+    """The tokens of ``history``, message by message: for an incremental estimator the
+    engine's running total of it (a history that grew counts its new messages only)."""
+    if is_incremental(estimator):
+        return memo.current().history_tokens(history, estimator.cache_key, estimator.count_message)
+    return sum(message_sizes(estimator, history))
+
+
+class MessageSizes(Sequence[int]):
+    """The size of each of ``messages[start:]`` as it will be sent, counted when read:
+    a round reads the newest ones (the kept tail) and the few kept whole, not every
+    message of the history. A size may be set (a message replaced by a shorter form)."""
+
+    def __init__(self, estimator: Estimator, messages: Sequence[Message], start: int) -> None:
+        self._estimator, self._messages, self._start = estimator, messages, start
+        self._known: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return max(0, len(self._messages) - self._start)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            return [self._size(i) for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self._size(index)
+
+    def __setitem__(self, index: int, size: int) -> None:
+        self._known[index] = size
+
+    def _size(self, i: int) -> int:
+        size = self._known.get(i)
+        if size is None:
+            size = self._known[i] = message_tokens(self._estimator, self._messages[self._start + i])
+        return size
 
 
 def bound_summarizer(summarizer: Any, summary_tokens: int, task_tokens: int | None = None) -> Any:

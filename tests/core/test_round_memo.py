@@ -15,13 +15,13 @@ import pytest
 
 from ars_core import ApproxEstimator, Compressor, Message, message_to_dict
 from ars_core.archive import HistoryArchive, read_archive
-from ars_core.cutoff import TailSizes, conversation_tokens, history_total, kept_cut
+from ars_core.cutoff import conversation_tokens, kept_cut
 from ars_core.estimate import message_sizes
 from ars_core.l1 import offload_oversized_user_messages, plan_l1
 from ars_core.l1_media import offload_inline_media
 from ars_core.l2 import forbidden_cuts, select_cutoff
 from ars_core.memo import Memo, active
-from ars_core.summarize import turn_tokens
+from ars_core.summarize import MessageSizes, condense_history, history_total, turn_tokens
 from ars_core.testing import FakeSummarizer
 
 from .helpers import assistant, call, memory_backend, small_config, tool, user, words
@@ -75,7 +75,7 @@ def histories() -> Iterator[list[Message]]:
 
 def passes(history: Sequence[Message]) -> dict[str, Any]:
     archive = HistoryArchive.of(history, start=0, thread="t")
-    sizes = TailSizes(EST, history, 1)
+    sizes = MessageSizes(EST, history, 1)
     plan = plan_l1(history, estimator=EST, tool_token_limit=40, arg_char_limit=6)
     users = offload_oversized_user_messages(plan, estimator=EST, threshold=12, preview_tokens=8)
     return {
@@ -84,6 +84,7 @@ def passes(history: Sequence[Message]) -> dict[str, Any]:
         "media": offload_inline_media(users, tool_token_limit=1),
         "forbidden": forbidden_cuts(history),
         "turns": turn_tokens(history, EST),
+        "condensed": condense_history(history, 400, EST, task_tokens=60),
         "conversation": conversation_tokens(history, EST),
         "total": history_total(history, EST),
         "lines": archive.lines,
@@ -112,6 +113,7 @@ def test_every_pass_of_a_growing_or_edited_history_matches_a_fresh_memo() -> Non
         ]
         assert seen["sizes"] == message_sizes(EST, history[1:])
         assert len(seen["forbidden"]) == len(history) + 1
+    assert len(seen["condensed"]) < len(history)  # condensed: some omitted or shortened
     # every kind of change was met: results offloaded, arguments cut, requests offloaded
     assert seen["plan"].writes and seen["plan"].truncated_args and seen["users"] != seen["plan"]
 
@@ -130,13 +132,13 @@ def test_forbidden_cuts_follow_results_that_arrive_later() -> None:
     assert fresh(forbidden_cuts, history) == [False, False, True, True, False]
 
 
-def test_tail_sizes_give_the_cut_a_list_gives() -> None:
+def test_lazy_sizes_give_the_cut_a_list_gives() -> None:
     """``kept_cut`` over the lazily counted sizes is the cut over the whole list."""
     history = agent_run(80)
     forbidden = forbidden_cuts(history)
     for start in (0, 1):
         for tail_room in (0, 50, 200, 10_000):
-            lazy = TailSizes(EST, history, start)
+            lazy = MessageSizes(EST, history, start)
             whole = message_sizes(EST, history[start:])
             args = dict(start=start, tail_room=tail_room, room=tail_room + 300)
             assert kept_cut(history, 10, sizes=lazy, forbidden=forbidden, **args) == kept_cut(
@@ -144,7 +146,7 @@ def test_tail_sizes_give_the_cut_a_list_gives() -> None:
             )
             assert lazy[2:5] == whole[2:5] and lazy[-1] == whole[-1]
     with pytest.raises(IndexError):
-        TailSizes(EST, history, 0)[len(history)]
+        MessageSizes(EST, history, 0)[len(history)]
 
 
 def test_rounds_over_a_growing_agent_run_match_a_fresh_engine() -> None:
