@@ -383,8 +383,9 @@ class SparseIndex(Generic[T]):
         self._value_of = value_of
         self._memo: PrefixMemo[_Positions[T]] = PrefixMemo(_Positions, slots=slots)
 
-    def __call__(self, messages: Sequence[Message]) -> tuple[list[int], list[T]]:
-        """``(positions, values)`` in ``messages``, positions ascending."""
+    def __call__(self, messages: Sequence[Message], since: int = 0) -> tuple[list[int], list[T]]:
+        """``(positions, values)`` in ``messages``, positions ascending (from the
+        ``since``-th found on: a caller that read the first ones copies only the rest)."""
         if not messages:
             return [], []
         memo = self._memo
@@ -398,7 +399,7 @@ class SparseIndex(Generic[T]):
             n, have = len(messages), len(seen.messages)
             if n <= have:
                 end = bisect_left(found.positions, n)
-                return found.positions[:end], found.values[:end]
+                return found.positions[since:end], found.values[since:end]
             value_of = self._value_of
             for i in range(have, n):
                 value = value_of(messages[i])
@@ -406,7 +407,7 @@ class SparseIndex(Generic[T]):
                     found.positions.append(i)
                     found.values.append(value)
             memo.extend(seen, messages, known)
-            return list(found.positions), list(found.values)
+            return found.positions[since:], found.values[since:]
 
 
 class _Positions(Generic[T]):

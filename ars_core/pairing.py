@@ -92,10 +92,11 @@ class _Scan:
 
 
 def _scan(scan: _Scan, messages: Sequence[Message], positions: list[int], kinds: list[int]) -> None:
-    """Read the blocks from ``scan.resume`` on; ``scan`` keeps what they hold."""
-    i, n = scan.resume, len(positions)
+    """Read the blocks from ``scan.resume`` on (``positions`` and ``kinds`` start there);
+    ``scan`` keeps what they hold."""
+    base, i, n = scan.resume, 0, len(positions)
     while i < n:
-        scan.resume = i
+        scan.resume = base + i
         p, kind = positions[i], kinds[i]
         if kind == _RESULT:  # no call heads its block
             scan.drop.append(p)
@@ -121,10 +122,11 @@ def _scan(scan: _Scan, messages: Sequence[Message], positions: list[int], kinds:
 
 
 def _rewind(scan: _Scan, positions: list[int]) -> None:
-    """Forget what the last block read held (appended results may change it)."""
-    if not positions or scan.resume >= len(positions):
+    """Forget what the last block read held (appended results may change it);
+    ``positions`` start at that block."""
+    if not positions:
         return
-    first = positions[scan.resume]
+    first = positions[0]
     while scan.drop and scan.drop[-1] >= first:
         scan.drop.pop()
         scan.orphans.pop()
@@ -142,10 +144,9 @@ def pair_tool_calls(view: Sequence[Message]) -> Pairing:
     messages = view if isinstance(view, list) else list(view)
     skip = 1 if messages and messages[0].metadata.get(MARK_SUMMARY) else 0
     history = messages[skip:] if skip else messages
-    engine = memo.current()
-    positions, kinds = engine.index("pairing:kinds", _kind)(history)
-    if not positions:
+    if not history:
         return Pairing(messages)
+    engine = memo.current()
     remembered = engine.prefix("pairing:scan", _Scan)
     with remembered.lock:
         seen, known = remembered.track(history)
@@ -153,8 +154,12 @@ def pair_tool_calls(view: Sequence[Message]) -> Pairing:
         if not known or len(history) < len(seen.messages):
             seen.messages.clear()
             seen.state = scan = _Scan()
-        else:
-            _rewind(scan, positions)
+        # the calls and results from the last block read on (the earlier ones are read)
+        positions, kinds = engine.index("pairing:kinds", _kind)(history, scan.resume)
+        if not scan.resume and not positions:  # no call nor result: nothing to pair
+            remembered.extend(seen, history, known)
+            return Pairing(messages)
+        _rewind(scan, positions)
         _scan(scan, history, positions, kinds)
         remembered.extend(seen, history, known)
         drop, add = list(scan.drop), list(scan.add)
