@@ -355,7 +355,7 @@ def plan_l1(
             seen.messages.clear()
             seen.state = _PlanSoFar(key)
         plan = seen.state
-        for i in range(len(plan.view), len(messages)):
+        for i in range(plan.read, len(messages)):
             m = messages[i]
             planned = L1_PLAN.get(m, key)
             if planned is None:
@@ -365,11 +365,16 @@ def plan_l1(
                     key,
                 )
             plan.add(i, m, planned)
+        plan.read = len(messages)
         remembered.extend(seen, messages, known)
+        # the messages of this history (a remembered one may hold equal, other objects)
+        view = list(messages)
+        for i, new in plan.forms.items():
+            view[i] = new
         return L1Plan(
-            view=tuple(plan.view),
+            view=tuple(view),
             writes=tuple(plan.writes.values()),
-            replaced=dict(plan.replaced),
+            replaced={i: messages[i] for i in plan.forms},
             pending=dict(plan.pending),
             truncated_args=plan.truncated,
         )
@@ -379,22 +384,21 @@ class _PlanSoFar:
     """The L1 plan of a history so far (for the plan's ``key``), extended message by
     message as the history grows."""
 
-    __slots__ = ("key", "pending", "replaced", "truncated", "view", "writes")
+    __slots__ = ("forms", "key", "pending", "read", "truncated", "writes")
 
     def __init__(self, key: object = None) -> None:
         self.key = key
-        self.view: list[Message] = []
+        self.read = 0  # messages planned
+        self.forms: dict[int, Message] = {}  # the view's form of each message L1 changes
         self.writes: dict[str, FileWrite] = {}
-        self.replaced: dict[int, Message] = {}
         self.pending: dict[str, tuple[int, ...]] = {}
         self.truncated = 0
 
     def add(self, i: int, m: Message, planned: _Planned) -> None:
         new, write, n = planned
-        self.view.append(new)
         if new is m:
             return
-        self.replaced[i] = m
+        self.forms[i] = new
         self.truncated += n
         if write is not None:
             self.writes[write.path] = write

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import attrs
 import pytest
 
 from ars_core import ApproxEstimator, Compressor, Message, message_to_dict
@@ -181,3 +182,22 @@ def test_rounds_over_a_growing_agent_run_match_a_fresh_engine() -> None:
         ]
         rounds += 1
     assert rounds > 20
+
+
+def test_an_equal_copy_of_a_history_is_planned_with_its_own_messages() -> None:
+    """A history of equal messages that are other objects (an adapter's new
+    conversion of the same history) extends the remembered one, and its L1 view
+    holds its own messages, not the remembered ones, as a fresh memo's does."""
+
+    def plan(history: Sequence[Message]) -> Any:
+        return plan_l1(history, estimator=EST, tool_token_limit=40, arg_char_limit=6)
+
+    history = agent_run(40)
+    copies = [history[0], *(attrs.evolve(m) for m in history[1:])]  # the same first one
+    with active(Memo()):
+        plan(history)
+        planned = plan(copies)
+    assert planned == fresh(plan, copies) and planned.replaced
+    for i, (sent, mine) in enumerate(zip(planned.view, copies, strict=True)):
+        assert (sent is mine) is (i not in planned.replaced)
+    assert all(planned.replaced[i] is copies[i] for i in planned.replaced)
