@@ -437,7 +437,7 @@ class Memo:
         # task statements (lists of request texts, grown round after round like the
         # history): their token totals per estimator, and their word runs
         self._text_totals: dict[Hashable, HistoryTotals] = {}
-        self._runs: PrefixMemo[_Runs] = PrefixMemo(_Runs, slots=slots)
+        self._runs: PrefixMemo[list[Any]] = PrefixMemo(list, slots=slots)
         #: one state per name, not per history (the lines of the latest history archive)
         self._singles: dict[str, Any] = {}
 
@@ -497,10 +497,10 @@ class Memo:
             runs = seen.state
             if not known:
                 seen.messages.clear()
-                runs.indexes.clear()
-            runs.indexes.extend(map(make, texts[len(runs.indexes) :]))
+                runs.clear()
+            runs.extend(map(make, texts[len(runs) :]))
             memo.extend(seen, texts, known)
-            return runs.indexes[: len(texts)]
+            return runs[: len(texts)]
 
     def index(self, name: str, value_of: Callable[[Message], T]) -> SparseIndex[T]:
         """The :class:`SparseIndex` of ``name`` (one per kind of fact read)."""
@@ -538,13 +538,6 @@ class Memo:
         for index in indexes:
             index._memo.clear()
         self.checked.clear()
-
-
-class _Runs:
-    __slots__ = ("indexes",)
-
-    def __init__(self) -> None:
-        self.indexes: list[Any] = []
 
 
 def _checked_this_call(messages: Sequence[Any]) -> tuple[Tracked[Any], int] | None:
