@@ -299,8 +299,7 @@ class HistoryTotals:
         count: Callable[[Message], int],
         bound: Callable[[Message], int] | None = None,
     ) -> HistorySize:
-        """The exact total of ``messages``, or with ``bound``, for a history nothing
-        of which was counted yet, an upper bound (see :meth:`Totals.size`)."""
+        """The exact total of ``messages``, or a bound (see :meth:`Totals.size`)."""
         if not messages:
             return HistorySize(0)
         memo = self._memo
@@ -309,7 +308,7 @@ class HistoryTotals:
             if not known:
                 seen.messages.clear()
                 seen.state.reset()
-            size = seen.state.size(messages, count, bound, memo.lock)
+            size = seen.state.size(messages, count, bound, memo.lock, seen.messages)
             memo.extend(seen, messages, known)
             return size
 
@@ -325,6 +324,11 @@ class _History:
 
     def __init__(self) -> None:
         self.totals: dict[Hashable, Totals] = {}
+
+    def clear(self) -> None:  # another history: no earlier size counts into these
+        for totals in self.totals.values():
+            totals.reset()
+        self.totals.clear()
 
 
 class CheckedHistories:
@@ -348,7 +352,7 @@ class CheckedHistories:
             seen, known = memo.track(messages)
             if not known:
                 seen.messages.clear()
-                seen.state.totals.clear()
+                seen.state.clear()
             start = len(seen.messages)
             self.checked += max(0, len(messages) - start)
             if start < len(messages):
@@ -356,7 +360,7 @@ class CheckedHistories:
                     if not isinstance(m, Message):
                         seen.messages.clear()  # nothing of it is remembered
                         seen.generation += 1
-                        seen.state.totals.clear()
+                        seen.state.clear()
                         return as_messages(messages)
                 seen.messages.extend(messages[start:])
         scope = _CURRENT.get()
@@ -444,10 +448,8 @@ class Memo:
     def history_tokens(
         self, messages: Sequence[Message], key: Hashable, count: Callable[[Message], int]
     ) -> int:
-        """Tokens of ``messages`` for the estimator of ``key`` (:func:`estimator_key`)
-        counting each message with ``count``: the running total of the history this
-        call checked when ``messages`` is it (no second comparison), else of the
-        remembered history it extends; only appended messages are counted."""
+        """Tokens of ``messages`` for the estimator of ``key`` (:func:`estimator_key`),
+        each message counted with ``count``: exact (see :meth:`history_size`)."""
         return self.history_size(messages, key, count).counted()
 
     def history_size(
@@ -457,9 +459,10 @@ class Memo:
         count: Callable[[Message], int],
         bound: Callable[[Message], int] | None = None,
     ) -> HistorySize:
-        """:meth:`history_tokens`, or with ``bound`` (a count never below ``count``), for
-        a history nothing of which was counted yet, the sum of the bounds (kept as
-        the history grows): the exact count is made when the size is read exactly."""
+        """The size of ``messages``: the running total of the history this call checked
+        (when ``messages`` is it), else of the remembered one it extends, appended
+        messages counted; with ``bound`` (never below ``count``) a history nothing of
+        which was counted has the sum of its bounds (counted exactly when read so)."""
         if not messages:
             return HistorySize(0)
         scope = _CURRENT.get()
@@ -470,7 +473,7 @@ class Memo:
                 totals = tracked[2].state.totals.get(key)
                 if totals is None:
                     totals = tracked[2].state.totals[key] = Totals()
-                return totals.size(messages, count, bound, lock)
+                return totals.size(messages, count, bound, lock, tracked[2].messages)
         with self._lock:
             found = self._totals.get(key)
             if found is None:

@@ -76,15 +76,18 @@ class Totals(list[int]):
         count: Callable[[Any], int],
         bound: Callable[[Any], int] | None,
         lock: Any,
+        source: Sequence[Any] | None = None,
     ) -> HistorySize:
         """The size of ``messages`` (the history these totals describe): exact when
         any of it was counted before (its appended messages are counted, as every
         call does), else, given ``bound``, the sum of the bounds (kept as it grows;
-        ``lock`` guards these totals when the exact count is made later)."""
+        ``lock`` guards these totals when the exact count is made later; ``source``:
+        see :meth:`HistorySize.bound`)."""
         n = len(messages)
         if bound is None or self.exact:
             return HistorySize(self.counted(messages, count, n))
-        return HistorySize.bound(self.bounded(messages, bound, n), self, messages, count, lock)
+        tokens = self.bounded(messages, bound, n)
+        return HistorySize.bound(tokens, self, messages, count, lock, source)
 
 
 class HistorySize:
@@ -92,14 +95,18 @@ class HistorySize:
     :attr:`exact`, else an upper bound; :meth:`counted` is the exact count (counted
     on first need, into the memo's totals while they still describe this history)."""
 
-    __slots__ = ("_count", "_lock", "_messages", "_totals", "_version", "exact", "tokens")
+    __slots__ = (
+        *("_count", "_lock", "_messages", "_n", "_source", "_totals", "_version"),
+        *("exact", "tokens"),
+    )
 
     def __init__(self, tokens: int, exact: bool = True) -> None:
         self.tokens = tokens
         self.exact = exact
         self._totals: Totals | None = None
-        self._version = 0
+        self._version = self._n = 0
         self._messages: Sequence[Any] = ()
+        self._source: Sequence[Any] = ()
         self._count: Callable[[Any], int] | None = None
         self._lock: Any = None
 
@@ -111,12 +118,17 @@ class HistorySize:
         messages: Sequence[Any],
         count: Callable[[Any], int],
         lock: threading.RLock | threading.Lock,
+        source: Sequence[Any] | None = None,
     ) -> HistorySize:
-        """An upper bound ``tokens`` of ``messages`` (all of them, as they are now),
-        whose exact count ``totals`` (guarded by ``lock``) can be brought to."""
+        """An upper bound ``tokens`` of ``messages``, whose exact count ``totals``
+        (guarded by ``lock``) can be brought to. ``source`` is the memo's own list of
+        the history (its first ``len(messages)`` are these messages for as long as
+        ``totals`` keep their version); without it, or once the totals describe
+        another history, the first ``len(messages)`` of ``messages`` are counted."""
         size = cls(tokens, exact=False)
         size._totals, size._version = totals, totals.version
-        size._messages = list(messages)  # the history as it is now, whatever the caller does
+        size._messages, size._n = messages, len(messages)
+        size._source = messages if source is None else source
         size._count, size._lock = count, lock
         return size
 
@@ -125,13 +137,14 @@ class HistorySize:
         if self.exact:
             return self.tokens
         with self._lock:
-            count, totals, messages = self._count, self._totals, self._messages
+            count, totals, n = self._count, self._totals, self._n
             if totals is None or count is None:  # counted by another thread meanwhile
                 return self.tokens
             if totals.version == self._version:  # still this history's: counts kept there
-                total = totals.counted(messages, count, len(messages))
+                total = totals.counted(self._source, count, n)
             else:
-                total = sum(map(count, messages))
+                total = sum(map(count, self._messages[:n]))
             self.tokens, self.exact = total, True
-            self._messages, self._totals = (), None
+            self._messages = self._source = ()
+            self._totals = None
         return total

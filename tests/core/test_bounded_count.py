@@ -259,3 +259,25 @@ def test_tool_arguments_are_measured_as_their_json(value: Any) -> None:
     """The bound reads a tool call's arguments as the bytes of the JSON the exact count
     encodes (flat mappings measured piece by piece, anything else rendered)."""
     assert json_bytes(value) == utf8_length(json_text(value))
+
+
+@MODES
+def test_a_count_read_late_is_of_the_history_the_call_saw(mode: str) -> None:
+    """The outcome's count read after the caller appended to its list, and after the
+    engine saw an edited history starting with the same message (its remembered totals
+    then describe another history): each count is that of the messages its call saw,
+    and the engine's next counts are those of an engine that never saw the others."""
+    system = "You are a careful agent. 日本語も話せます。"
+    history = mixed_history(6, "late")
+    compressor, _ = engine(TiktokenEstimator(), 10**7)
+    first = run(compressor, history, mode)
+    size = exact_size(history, system)
+    history.append(user("appended after the call"))
+    edited = [history[0], user("an edit 🙂"), *history[2:]]
+    second = run(compressor, edited, mode)
+    assert not first.counted and not second.counted
+    assert second.tokens_before == exact_size(edited, system)
+    assert first.tokens_before == size
+    grown = [*edited, user("next")]
+    third = run(compressor, grown, mode)
+    assert third.tokens_before == exact_size(grown, system)
