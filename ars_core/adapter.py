@@ -24,6 +24,9 @@ should do the same. What an adapter does around :class:`~ars_core.Compressor`:
 Configuration read from a framework's run context uses the field names in
 :data:`CONFIG_FIELDS`; :func:`can_compact` says whether an on-demand round
 has anything to summarize (what a compaction tool answers before scheduling).
+An adapter that remembers what it derived from a history (its converted
+messages, the forms of the last view) reuses it under the core's one rule,
+:func:`unchanged_prefix`.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from .files import (
 from .flow import can_compact
 from .hookspecs import hookimpl
 from .layout import OUTPUT_FOLDERS, output_folder
+from .memo import unchanged_prefix
 from .messages import MARK_SUMMARY
 from .options import CallOptions
 from .prompt import render_prompt
@@ -99,4 +103,5 @@ __all__ = [
     "resolve_backend",
     "scope_name",
     "text_sha256",
+    "unchanged_prefix",
 ]

@@ -191,13 +191,13 @@ def _rebuilt(
     edits = sorted([(p + skip, 0, None) for p in drop] + [(p + skip, 1, m) for p, m in add])
     out: list[Message] = []
     start = 0
-    for position, kind, added in edits:
-        if kind == 0:  # leave this result out
-            out += messages[start:position]
-            start = position + 1
-        else:  # the synthetic results follow this message
-            out += messages[start : position + 1]
-            out += added or ()
-            start = position + 1
+    for i, (position, kind, added) in enumerate(edits):
+        end = position if kind == 0 else position + 1  # a result left out, or kept
+        if i:
+            out += messages[start:end]
+        else:  # the first stretch is the new list itself (one copy of it, not two)
+            out = messages[start:end]
+        out += added or ()  # the synthetic results follow their call's block
+        start = position + 1
     out += messages[start:]
     return out

@@ -68,11 +68,12 @@ class LoadedState:
 def load_state(
     chat: list[ChatMessage], core: list[Message], records: list[ChatMessage], key: str
 ) -> LoadedState:
-    """``core`` (a list of the call's own) with the trimmed messages the event's
-    record names in the form they were sent; ``key`` names the conversation in
-    warnings."""
+    """``core`` with the trimmed messages the event's record names in the form they
+    were sent (in a copy: ``core`` itself is not changed); ``key`` names the
+    conversation in warnings."""
     record, event = _latest_record(records, key)
-    if record is not None and event is not None:
+    if record is not None and event is not None and record["replaced"]:
+        core = list(core)
         for i, item in record["replaced"].items():
             if event.cutoff <= i < len(core) and item["sha"] == _sha(chat[i]):
                 core[i] = item["form"]  # what was actually sent

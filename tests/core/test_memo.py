@@ -134,6 +134,43 @@ def test_the_rule_is_one_comparison_of_the_known_messages() -> None:
     assert not unchanged_prefix([], known)
 
 
+class Slices(list[Any]):
+    """A list that records the slices taken of it (``(start, stop)``)."""
+
+    def __init__(self, items: Sequence[Any]) -> None:
+        super().__init__(items)
+        self.slices: list[tuple[int | None, int | None]] = []
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, slice):
+            self.slices.append((key.start, key.stop))
+        return super().__getitem__(key)
+
+
+def test_the_rule_copies_only_the_appended_messages() -> None:
+    """``unchanged_prefix`` on a remembered list: the same answer as a comparison of
+    copies for every case, the remembered list as it was afterwards, and of a longer
+    history only its appended messages are taken (no copy of the first ones)."""
+    known = conversation(50)
+    extra = conversation(3)
+    cases: list[list[Any]] = [
+        [*known, *extra],
+        known[:20],
+        list(known),
+        [*known[:25], *known[26:], *extra],
+        [*known[:49], *extra],
+        [*known[:10], message_to_dict(known[10]), *known[11:], *extra],
+    ]
+    for case in cases:
+        mine = list(known)
+        history = Slices(case)
+        common = min(len(known), len(case))
+        assert unchanged_prefix(mine, history) == (known[:common] == case[:common])
+        assert mine == known and all(a is b for a, b in zip(mine, known, strict=True))
+        assert all(start == len(known) for start, _ in history.slices)
+    assert not unchanged_prefix([], known)
+
+
 def test_estimators_keep_counts_by_identity_not_by_name() -> None:
     """Two plain counters (both named ``callable:<lambda>``) never share what is kept
     on a message; the built-in estimators of one class and encoding do."""

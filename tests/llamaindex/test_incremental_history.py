@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
 from llama_index.core.storage.chat_store import SimpleChatStore
 from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
 from sqlalchemy import select
@@ -20,7 +20,7 @@ import ars_llamaindex.history as history_module
 import ars_llamaindex.store as store_module
 from ars_core import Message
 from ars_llamaindex import ArsFunctionAgent, ArsMemory
-from ars_llamaindex.history import FRESH_TAIL
+from ars_llamaindex.history import FRESH_TAIL, VIEW_TAIL
 from ars_llamaindex.testing import ScriptedLLM
 from tests.llamaindex.helpers import dumps, prose
 
@@ -364,3 +364,132 @@ def test_another_database_store_is_read_after_the_known_rows_with_check_rows(
         assert dumps(await api.get()) == dumps(changed[3:])
 
     asyncio.run(scenario())
+
+
+ROOMY = 1_000_000  # a threshold no test history here reaches: every view is below T
+
+
+def tool_turns(turns: int, start: int = 0) -> list[ChatMessage]:
+    """Turns of a request, an assistant message calling two tools, their two
+    results and an answer (five messages a turn)."""
+    out: list[ChatMessage] = []
+    for t in range(start, start + turns):
+        calls = [
+            ToolCallBlock(tool_call_id=f"c{t}a", tool_name="bash", tool_kwargs={"cmd": f"ls {t}"}),
+            ToolCallBlock(tool_call_id=f"c{t}b", tool_name="grep", tool_kwargs={"q": f"x{t}"}),
+        ]
+        out += [
+            ChatMessage(role="user", content=prose(8, tag=f"ask{t}")),
+            ChatMessage(role="assistant", blocks=list(calls)),
+            ChatMessage(
+                role="tool",
+                content=prose(10, tag=f"out{t}a"),
+                additional_kwargs={"tool_call_id": f"c{t}a"},
+            ),
+            ChatMessage(
+                role="tool",
+                content=prose(10, tag=f"out{t}b"),
+                additional_kwargs={"tool_call_id": f"c{t}b"},
+            ),
+            ChatMessage(role="assistant", content=prose(6, tag=f"done{t}")),
+        ]
+    return out
+
+
+def roomy(store: Any) -> ArsMemory:
+    return ArsMemory.from_defaults(chat_store=store, chat_store_key=KEY, summary_threshold=ROOMY)
+
+
+def fresh_view(store: Any) -> list[dict[str, Any]]:
+    """What a memory that never saw the store gives for it."""
+    return dumps(roomy(store).get())
+
+
+@pytest.mark.spec("R1", "R62")
+def test_a_growing_view_maps_back_only_its_newest_messages() -> None:
+    """A history growing one message at a time, its calls answered one result at
+    a time (a note stands in for each result not stored yet): every view is
+    exactly what a fresh memory gives, and each call maps back one by one only
+    the messages near the end of the last view, however long the history."""
+    store = SimpleChatStore()
+    memory = roomy(store)
+    noted = 0
+    for i, message in enumerate(tool_turns(24)):
+        memory.put(message)
+        before = memory._history.mapped
+        view = memory.get()
+        assert dumps(view) == fresh_view(store)
+        noted += len(view) - (i + 1)  # the notes standing in for results not stored yet
+        if i:
+            assert memory._history.mapped - before <= VIEW_TAIL + 2
+    assert noted == 24 * 3  # two notes after each call, one after its first result
+    assert len(view) == 24 * 5 > 3 * VIEW_TAIL
+
+
+@pytest.mark.spec("R1", "R51", "R62")
+def test_views_after_edits_of_a_growing_tool_history_are_what_a_fresh_memory_gives() -> None:
+    """With the last view remembered: a message replaced in the middle, a result
+    removed (its call then answered by a note mid-history), messages removed, a
+    stored message edited in place, another memory on the same store appending
+    and editing: each view, of both memories, is exactly what a fresh memory
+    gives, and appending afterwards maps back only the newest messages again."""
+    store = SimpleChatStore()
+    a, b = roomy(store), roomy(store)
+    history = tool_turns(12)
+    for message in history:
+        a.put(message)
+        assert dumps(a.get()) == fresh_view(store)
+
+    def same_views() -> None:
+        assert dumps(a.get()) == fresh_view(store)
+        assert dumps(b.get()) == fresh_view(store)
+
+    same_views()
+    stored = store.get_messages(KEY)
+    store.set_messages(
+        KEY, [*stored[:20], ChatMessage(role="user", content="replaced"), *stored[21:]]
+    )
+    same_views()
+    store.delete_message(KEY, 32)  # a result: its call is answered by a note mid-history
+    same_views()
+    store.set_messages(KEY, store.get_messages(KEY)[7:])  # the oldest messages removed
+    same_views()
+    for i in (0, len(store.get_messages(KEY)) // 2, -1):
+        store.get_messages(KEY)[i].blocks[0].text = f"edited in place {i}"  # type: ignore[union-attr]
+        same_views()
+    for message in tool_turns(2, start=12):
+        b.put(message)
+        same_views()
+    b.set([*b.get_all()[:40], *b.get_all()[41:]])
+    same_views()
+    for message in tool_turns(3, start=14):
+        a.put(message)
+        before = a._history.mapped
+        assert dumps(a.get()) == fresh_view(store)
+        assert a._history.mapped - before <= VIEW_TAIL + 2
+
+
+@pytest.mark.spec("R1", "R5")
+def test_a_core_view_the_caller_keeps_is_never_changed_by_later_calls() -> None:
+    """The engine is handed the history's own list of core messages, grown in
+    place while nothing else holds it; a round's ``outcome.view`` the caller keeps
+    (the history itself, below T) stays exactly as it was through later calls,
+    and every view is still what a fresh memory gives."""
+    store = SimpleChatStore()
+    memory = roomy(store)
+    memory.put_messages(chat(10))
+    lists = set()
+    for message in chat(3, start=10):
+        memory.put(message)
+        memory.get()
+        lists.add(id(memory._history.update(store.get_messages(KEY))[0]))
+    assert len(lists) == 1  # nothing else held it: grown in place
+    rnd = memory.compact_round()
+    rnd.succeeded()
+    held = rnd.outcome.view
+    before = list(held)
+    for message in chat(4, start=13):
+        memory.put(message)
+        assert dumps(memory.get()) == fresh_view(store)
+    assert len(held) == len(before) == 13
+    assert all(a is b for a, b in zip(held, before, strict=True))
