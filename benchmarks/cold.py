@@ -142,6 +142,7 @@ def contenders(
     """Each contender's ``prepare``: new message objects (and, for an L2 round, a new
     engine and files folder), returning the call to time."""
     from langchain.agents.middleware import SummarizationMiddleware as LCMiddleware
+    from langchain_core.runnables.config import var_child_runnable_config
 
     lc = LC()
     system_lc = lc.from_core(fresh.system) if fresh.system is not None else None
@@ -182,7 +183,18 @@ def contenders(
             k = next(serial)
             mw = make_mw(k) if new_thread else shared_mw
             request = _request(fresh.langchain(), system_lc)
-            return lambda: mw.wrap_model_call(request, handler)
+            # the run's LangGraph config names a thread of its own (as a new thread's run
+            # does): the middleware keeps a session per thread
+            config = {"configurable": {"thread_id": f"cold-{k}"}}
+
+            def call() -> Any:
+                token = var_child_runnable_config.set(config)  # type: ignore[arg-type]
+                try:
+                    return mw.wrap_model_call(request, handler)
+                finally:
+                    var_child_runnable_config.reset(token)
+
+            return call
 
         out["ARS middleware"] = ars_mw
     out["ARS core"] = core
