@@ -30,9 +30,9 @@ __all__ = [
 #: the built-in summary prompt: what a summary must keep for the agent (or the
 #: chat) to go on, written in the conversation's own language
 DEFAULT_SUMMARY_PROMPT = """You compress the context of a long conversation. Below is the earlier part of a conversation between an agent and its user (tool calls and tool results included).
-Write a concise but complete summary that replaces this history while the agent goes on. The summary must keep:
+Write a concise but complete summary that replaces this history while the agent goes on. The user's requests that set the work and the newest request are kept verbatim beside your summary: do not restate them. The summary must keep:
 
-1. the user's original request and every explicit requirement and constraint;
+1. every requirement and constraint the user stated later in the conversation;
 2. the steps already done, the decisions made and why;
 3. the files, paths, commands, identifiers and key values involved (verbatim);
 4. the errors met and how they were handled;
@@ -47,9 +47,9 @@ Do not invent anything the history does not say. Write the summary in the langua
 
 #: the Chinese summary prompt (the default of earlier versions); ``summary_prompt="zh"`` selects it
 CHINESE_SUMMARY_PROMPT = """你是一个负责压缩长对话上下文的助手。下面是智能体与用户之间较早的对话历史（包括工具调用和工具结果）。
-请生成一份简洁而完整的摘要，供智能体继续工作时替代这段历史。摘要必须保留：
+请生成一份简洁而完整的摘要，供智能体继续工作时替代这段历史。用户设定任务的请求和最新的请求会原文保留在摘要旁边，不要复述它们。摘要必须保留：
 
-1. 用户的原始任务和所有明确的要求、约束；
+1. 用户在对话中后来提出的所有明确要求和约束；
 2. 已经完成的步骤、做出的决定及其理由；
 3. 涉及的文件、路径、命令、标识符和关键数值（原样保留）；
 4. 遇到的错误及其处理方式；

@@ -192,8 +192,9 @@ class Compressor:
         self.estimator: Estimator = resolve_estimator(estimator) or default_estimator()
         self.backend: FileBackend = resolve_backend(backend) or default_backend()
         resolved = resolve_summarizer(summarizer)
+        # the default summarizer counts as the engine does (its bound is in those units)
         self.summarizer: Summarizer | AsyncSummarizer = (
-            resolved if resolved is not None else ExtractiveSummarizer()
+            resolved if resolved is not None else ExtractiveSummarizer(estimator=self.estimator)
         )
         self.emitter = emitter
         self.arg_char_limit = arg_char_limit

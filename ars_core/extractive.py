@@ -2,14 +2,17 @@
 
 :class:`ExtractiveSummarizer` keeps every user request (the task), the files
 created, edited and touched, tool calls, errors seen and the latest
-conclusions; for a conversation, what the people said. It is the engine's
-default, the fallback when a summary model fails, and the embedded default of
-the CLI. It merges an earlier summary it finds at the start of its input, so
+conclusions; for a conversation, what the people said. In the engine, which
+writes the task beside the summary (:mod:`ars_core.task_text`), it is given
+the task and leaves it out, listing an agent run's other requests instead.
+It is the engine's default, the fallback when a summary model fails, and the
+embedded default of the CLI. It merges an earlier summary it finds at the start of its input, so
 round after round the summary stays one text.
 """
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -39,9 +42,7 @@ from .retention import (
 )
 from .summary_text import (
     MARK_OMITTED,
-    MIN_REQUEST_CHARS,
-    REQUEST_ELIDED,
-    SHORTENED_TEXT,
+    OTHER_REQUESTS,
     archives_section,
     bullets,
     clip,
@@ -51,9 +52,8 @@ from .summary_text import (
     one_line,
     read_earlier,
     section,
-    share_chars,
-    shorten_text,
 )
+from .task_text import fit_text, task_sections
 from .usage import SummaryResult, Usage
 
 __all__ = ["ExtractiveSummarizer"]
@@ -108,6 +108,8 @@ class _Found:
     archives: list[tuple[int | None, str]] = attrs.field(factory=list)
     #: the sentences an earlier conversation summary kept
     said: list[Utterance] = attrs.field(factory=list)
+    #: the user requests an earlier summary listed besides its task
+    others: dict[str, None] = attrs.field(factory=dict)
 
     @staticmethod
     def add(seen: dict[str, Any], item: str, count: int | None = None) -> None:
@@ -127,6 +129,9 @@ class _Found:
             task = _TASK_HEADER.match(header)
             if task:
                 self.add(self.requests, body, int(task.group(1) or 1))
+            elif header == OTHER_REQUESTS:
+                for item in items(body):
+                    self.add(self.others, item)
             elif header.startswith("Files created or edited"):
                 for item in items(body):
                     self.add(self.edited, item)
@@ -190,6 +195,10 @@ class ExtractiveSummarizer:
     text cannot produce, so a chained summary reads the previous one back
     exactly, whatever markdown the task holds.
 
+    Given ``task`` (the engine passes it through :meth:`with_budget`: the
+    requests it writes beside the summary), it writes no task sections; an
+    agent run's other requests are listed (``Other user requests``).
+
     A conversation (``mode="auto"``, the default, picks it when the history
     has at least three user requests and fewer tool calls than requests, or
     an earlier summary kept a conversation; ``mode="conversation"`` always,
@@ -226,12 +235,14 @@ class ExtractiveSummarizer:
         estimator: Estimator | None = None,
         task_tokens: int | None = None,
         mode: str = "auto",
+        task: Sequence[str] | None = None,
     ) -> None:
         if mode not in _MODES:
             raise ConfigError("mode", mode, f"must be one of {', '.join(_MODES)}")
         self.mode = mode
         self.summary_tokens = summary_tokens
         self.task_tokens = task_tokens
+        self.task = tuple(task) if task is not None else None
         self.max_items = max_items
         self._est = estimator or ApproxEstimator()
 
@@ -243,20 +254,23 @@ class ExtractiveSummarizer:
         return self.mode == "conversation" or (self.mode == "auto" and is_conversation(history))
 
     def with_budget(
-        self, summary_tokens: int, *, task_tokens: int | None = None
+        self,
+        summary_tokens: int,
+        *,
+        task_tokens: int | None = None,
+        task: Sequence[str] | None = None,
     ) -> ExtractiveSummarizer:
-        """A copy bounded to ``summary_tokens`` (the engine's summary budget), the
-        task given ``task_tokens`` of it when set, unless this one was given its
-        own bound."""
-        if self.summary_tokens is not None:
+        """A copy bounded to ``summary_tokens`` (the engine's summary budget; this
+        one's own bound when it was given one), the task given ``task_tokens`` of
+        it when set. ``task``: the requests the engine writes beside the summary
+        (the copy leaves them out)."""
+        if self.summary_tokens is not None and task is None:
             return self
-        return ExtractiveSummarizer(
-            summary_tokens=summary_tokens,
-            max_items=self.max_items,
-            estimator=self._est,
-            task_tokens=task_tokens,
-            mode=self.mode,
-        )
+        bounded = copy.copy(self)  # a subclass stays one
+        if self.summary_tokens is None:
+            bounded.summary_tokens, bounded.task_tokens = summary_tokens, task_tokens
+        bounded.task = tuple(task) if task is not None else None
+        return bounded
 
     def summarize(self, messages: Sequence[Message], prompt: str) -> SummaryResult:
         rendered = render_prompt(prompt, messages)
@@ -289,7 +303,11 @@ class ExtractiveSummarizer:
         )
         requests = _first_and_newest(found.requests) if chat else found.requests
         out: list[str] = []
-        out += self._task_sections(requests, task_budget)
+        if self.task is None:
+            out += task_sections(requests, task_budget, self._est)
+        else:  # the engine writes the task beside the summary: the other requests are listed
+            requests = {t: 1 for t in self.task[:1]}
+            found.others.update((t, None) for t in found.requests if t not in self.task)
         # a margin: the engine may count with another estimator than this one
         room = budget * 19 // 20 - sum(self._est.count_text(x) for x in out)
         out += self._earlier_sections(found, max(100, room // 2))
@@ -307,8 +325,8 @@ class ExtractiveSummarizer:
             out += [kept] if kept else []
         else:
             out += self._fitted_lists(found, room)
-        if not out:
-            return ""
+        if not out:  # nothing beside the task: a summary that says so, not an empty one
+            return "" if self.task is None else end_mark()
         return "\n\n".join([*out, end_mark()])
 
     def _earlier_sections(self, found: _Found, room: int) -> list[str]:
@@ -321,7 +339,9 @@ class ExtractiveSummarizer:
         shares = fair_shares(sizes, room)
         out = []
         for (header, body), size, share in zip(bodies.items(), sizes, shares, strict=True):
-            out.append(section(header, body if share >= size else self._fit(body, share, size)))
+            if share < size:
+                body = fit_text(self._est, body, share, size)
+            out.append(section(header, body))
         return out
 
     def _fitted_lists(self, found: _Found, room: int, *, conclusions: bool = True) -> list[str]:
@@ -329,6 +349,7 @@ class ExtractiveSummarizer:
         n = self.max_items
         while True:
             lists = self._lists(
+                found.others if conclusions else {},
                 found.edited,
                 found.files,
                 found.commands,
@@ -340,21 +361,9 @@ class ExtractiveSummarizer:
                 return lists
             n //= 2
 
-    def _fit(self, text: str, share: int, size: int, what: str = SHORTENED_TEXT) -> str:
-        """Head and tail of ``text`` (``size`` tokens) within ``share`` tokens; the
-        marker in the middle says how many characters (``what``) were left out."""
-        chars = share_chars(text, share, size, len(what))
-        short = shorten_text(text, chars, what)
-        for _ in range(4):  # the character model is close; correct it by what is left over
-            over = self._est.count_text(short) - share
-            if over <= 0 or chars <= MIN_REQUEST_CHARS:
-                break
-            chars = max(MIN_REQUEST_CHARS, chars - over * len(text) // max(size, 1) - 8)
-            short = shorten_text(text, chars, what)
-        return short
-
     @staticmethod
     def _lists(
+        others: dict[str, None],
         edited: dict[str, None],
         files: dict[str, None],
         commands: dict[str, int],
@@ -363,6 +372,9 @@ class ExtractiveSummarizer:
         n: int,
     ) -> list[str]:
         out: list[str] = []
+        if others:
+            latest = [one_line(t, 400) for t in list(others)[-n:]]
+            out.append(section(OTHER_REQUESTS, bullets(latest)))
         if edited:
             out.append(section("Files created or edited", bullets(list(edited)[-n:])))
         if files:
@@ -374,18 +386,4 @@ class ExtractiveSummarizer:
             out.append(section("Errors seen", bullets(list(errors)[-n:])))
         if conclusions:
             out.append(section("Latest conclusions", bullets(conclusions[-min(n, 3) :])))
-        return out
-
-    def _task_sections(self, requests: dict[str, int], budget: int) -> list[str]:
-        texts = list(requests)
-        sizes = [self._est.count_text(t) for t in texts]
-        shares = fair_shares(sizes, budget)
-        out: list[str] = []
-        for i, (text, size, share) in enumerate(zip(texts, sizes, shares, strict=True)):
-            if share < size:  # never dropped: the head and tail, and where the whole is
-                text = self._fit(text, share, size, REQUEST_ELIDED)
-            header = "Task" if len(texts) == 1 else f"Task, user request {i + 1} of {len(texts)}"
-            if requests[texts[i]] > 1:
-                header += f", sent {requests[texts[i]]} times"
-            out.append(section(header, text))
         return out

@@ -32,6 +32,8 @@ import attrs
 
 from .archive import HistoryArchive
 from .budget import (
+    SUMMARY_TOKENS_FLOOR,
+    TASK_SHARE,
     default_input_budget,
     in_estimate_units,
     summary_input_budget,
@@ -92,6 +94,7 @@ from .summarize import (
     whole_tokens,
 )
 from .summary_call import InputHalver, RetryPolicy, SummaryCall
+from .task_text import TaskSection, summary_task
 from .totals import HistorySize
 from .usage import Usage
 
@@ -390,14 +393,15 @@ def _summarize(r: CallState, l1: L1View, cut: Cut) -> Generator[Effect, Any, Sum
         whole, turns = whole_tokens(history, s.estimator), conversation_tokens(history, s.estimator)
         budget = summary_input_budget(r.threshold, whole, task_room, turns)
     cleaned = condense_history(history, budget, s.estimator, task_tokens=task_room)
+    task = _task_section(r, cut)
     call = SummaryCall(
         cleaned,
         s.config.summary_prompt,
-        cut.summary_limit,
+        _rest_limit(cut.summary_limit, task),
         policy=RetryPolicy.from_config(s.config, s.is_overflow),
         halver=InputHalver(history, s.estimator),
-        task_budget=cut.task_limit,
         whole=list(history),
+        task=tuple(cut.task),
     )
     archived, summary = yield ArchiveAndSummarize(archive, call)
     if archived.error is not None:
@@ -405,7 +409,23 @@ def _summarize(r: CallState, l1: L1View, cut: Cut) -> Generator[Effect, Any, Sum
             "ARS: history archive write failed (%s); summarizing anyway, file_path=None",
             describe(archived.error),
         )
-    return _new_event(r, cut, summary, call, archived)
+    return _new_event(r, cut, summary, call, archived, task)
+
+
+def _task_section(r: CallState, cut: Cut) -> TaskSection:
+    """The task sections the engine writes into the summary message: the requests
+    that set the work and the newest one (and an earlier summary's task), verbatim
+    within the task's room in the summary (its own room when it is too large for
+    its share, else that share)."""
+    room = cut.task_limit or int(cut.summary_limit * TASK_SHARE)
+    return summary_task(r.state[: cut.global_], cut.task, room, r.settings.estimator)
+
+
+def _rest_limit(limit: int, task: TaskSection) -> int:
+    """What the summarizer may write beside the task: the summary bound less what the
+    task sections take (the task has at most 7/8 of the bound), at least the floor or
+    an eighth of the bound, whichever is less (a user's small bound holds)."""
+    return max(min(SUMMARY_TOKENS_FLOOR, limit // 8), limit - task.tokens)
 
 
 def _new_event(
@@ -414,12 +434,14 @@ def _new_event(
     summary: SummaryResult | SummarizerError,
     call: SummaryCall,
     archived: Archived,
+    task: TaskSection,
 ) -> SummarizationEvent:
-    """The event for ``summary``; a failed summary never raises: the summary
-    message holds the error text and a deterministic fallback summary of the
-    ``call``'s input (whole for a conversation)."""
+    """The event for ``summary``, the ``task`` sections before what the summarizer
+    wrote; a failed summary never raises: the summary message holds the error
+    text, the task and a deterministic fallback summary of the ``call``'s input
+    (whole for a conversation)."""
     s, file_path = r.settings, archived.path
-    limit = cut.summary_limit
+    limit = call.budget
     # a wrapped failure is described by what the summarizer raised
     raw = summary.cause if isinstance(summary, SummarizerError) and summary.cause else summary
     checked = validate_summary(raw, limit=limit, estimator=s.estimator)
@@ -429,7 +451,7 @@ def _new_event(
         else:
             log.error("ARS: summary rejected: %s", checked.error)
         prompt = s.config.summary_prompt
-        extractive = ExtractiveSummarizer(summary_tokens=limit, task_tokens=cut.task_limit)
+        extractive = ExtractiveSummarizer(summary_tokens=limit, task=call.task)
         fallback = extractive.summarize(call.input_for(extractive), prompt)
         fallback_text = validate_summary(fallback, limit=limit, estimator=s.estimator).text
         message = build_summary_message(
@@ -439,10 +461,15 @@ def _new_event(
             continues=archived.continues,
             error=checked.error,
             fallback=fallback_text,
+            task=task.sections,
         )
     else:
         message = build_summary_message(
-            checked.text, cutoff=cut.global_, file_path=file_path, continues=archived.continues
+            checked.text,
+            cutoff=cut.global_,
+            file_path=file_path,
+            continues=archived.continues,
+            task=task.sections,
         )
     return SummarizationEvent(
         cutoff=cut.global_,

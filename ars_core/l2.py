@@ -35,6 +35,7 @@ from .estimate import Estimator, message_tokens
 from .l1 import FileWrite, fit_preview, sha256_text
 from .layout import HISTORY_DIR, TRIMMED_DIR
 from .messages import MARK_SUMMARY, MARK_TRIMMED, Message, message_to_dict
+from .summary_text import summary_body
 
 __all__ = [
     "ERROR_TEXT_LIMIT",
@@ -254,23 +255,26 @@ def build_summary_message(
     continues: str | None = None,
     error: str | None = None,
     fallback: str | None = None,
+    task: Sequence[str] = (),
 ) -> Message:
     """The summary message that stands for ``state[:cutoff]``.
 
-    When the summary model failed, the message holds the error text (and the
-    deterministic ``fallback`` summary when one was made), never nothing.
-    ``continues`` is the archive file with the first of those messages when
-    ``file_path`` holds only the rest (a continuation).
+    ``task`` holds the task sections the engine wrote (the user's requests,
+    verbatim); the summarizer's ``text`` follows them. When the summary model
+    failed, the message holds the error text, the task and the deterministic
+    ``fallback`` summary when one was made, never nothing. ``continues`` is
+    the archive file with the first of those messages when ``file_path``
+    holds only the rest (a continuation).
     """
     parts = [
         f"Summary of the earlier conversation (messages 1-{cutoff}; they are no longer shown):"
     ]
     if error is not None:
         parts.append(f"[ARS: the summary model failed: {error}]")
-        if fallback:
-            parts.append(fallback)
+        if fallback or task:
+            parts.append(summary_body(task, fallback or ""))
     else:
-        parts.append(text or "")
+        parts.append(summary_body(task, text or ""))
     if file_path and continues:
         parts.append(
             f"The full text of those messages is saved at {file_path}, which continues {continues}."

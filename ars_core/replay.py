@@ -348,12 +348,16 @@ class MeteredSummarizer:
         return has(inner, WholeHistorySummarizer) and inner.reads_whole_history(history) is True
 
     def with_budget(
-        self, summary_tokens: int, *, task_tokens: int | None = None
+        self,
+        summary_tokens: int,
+        *,
+        task_tokens: int | None = None,
+        task: Sequence[str] | None = None,
     ) -> MeteredSummarizer:
         """Bound the wrapped summarizer to the engine's summary budget and the
-        task's room in it (one replay runs one call at a time, so the wrapper
-        is re-bound in place)."""
-        self.inner = bound_summarizer(self._unbounded, summary_tokens, task_tokens)
+        task's room in it, and tell it the task the engine writes (one replay
+        runs one call at a time, so the wrapper is re-bound in place)."""
+        self.inner = bound_summarizer(self._unbounded, summary_tokens, task_tokens, task)
         return self
 
     def summarize(self, messages: Sequence[Message], prompt: str) -> SummaryResult:

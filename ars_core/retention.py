@@ -43,6 +43,7 @@ __all__ = [
     "is_earlier_summary",
     "is_user_request",
     "leading_requests",
+    "request_texts",
     "task_retention",
     "task_statement",
     "view_text",
@@ -184,6 +185,12 @@ def task_statement(messages: Iterable[Message]) -> list[str]:
         found = [(i, t) for i, t in enumerate(map(_request_text, messages)) if t]
         positions, texts = [i for i, _ in found], [t for _, t in found]
     return list(dict.fromkeys(texts[: leading_requests(positions)] + texts[-1:]))
+
+
+def request_texts(messages: Sequence[Message]) -> list[str]:
+    """The text of every user request in ``messages``, in order (kept as the history
+    grows: a longer history reads only its new messages)."""
+    return memo.current().index("retention:requests", _request_text)(messages)[1]
 
 
 def leading_requests(positions: Sequence[int]) -> int:

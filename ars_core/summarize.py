@@ -443,7 +443,12 @@ class MessageSizes(Sequence[int]):
         return size
 
 
-def bound_summarizer(summarizer: Any, summary_tokens: int, task_tokens: int | None = None) -> Any:
+def bound_summarizer(
+    summarizer: Any,
+    summary_tokens: int,
+    task_tokens: int | None = None,
+    task: Sequence[str] | None = None,
+) -> Any:
     """``summarizer`` bounded to ``summary_tokens`` when it takes a bound (it has a
     ``with_budget(tokens)`` method returning the bounded summarizer); otherwise
     ``summarizer`` itself. Wrappers of a summarizer forward ``with_budget``.
@@ -451,18 +456,23 @@ def bound_summarizer(summarizer: Any, summary_tokens: int, task_tokens: int | No
     ``task_tokens``, the task's own room in the summary (see
     :func:`task_budget`), is passed as ``with_budget(tokens, task_tokens=...)``
     to a ``with_budget`` that takes it (:class:`ExtractiveSummarizer`'s does);
-    one that does not is bounded by ``summary_tokens`` alone."""
+    one that does not is bounded by ``summary_tokens`` alone. So is ``task``,
+    the requests the engine writes beside the summary (the summarizer leaves
+    them out), as ``task=...``."""
     if not has(summarizer, BudgetedSummarizer):
         return summarizer
     with_budget = summarizer.with_budget
-    if task_tokens is not None and _takes_task_tokens(with_budget):
-        return with_budget(summary_tokens, task_tokens=task_tokens)
-    return with_budget(summary_tokens)
+    extra: dict[str, Any] = {}
+    if task_tokens is not None and _takes(with_budget, "task_tokens"):
+        extra["task_tokens"] = task_tokens
+    if task is not None and _takes(with_budget, "task"):
+        extra["task"] = tuple(task)
+    return with_budget(summary_tokens, **extra)
 
 
-def _takes_task_tokens(fn: Callable[..., Any]) -> bool:
+def _takes(fn: Callable[..., Any], name: str) -> bool:
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):  # no signature to read (a builtin)
         return False
-    return any(p.name == "task_tokens" or p.kind is p.VAR_KEYWORD for p in params)
+    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in params)

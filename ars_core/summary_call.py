@@ -164,6 +164,8 @@ class SummaryCall:
     task_budget: int | None = None
     #: the history before it was condensed, for a summarizer that reads it whole
     whole: list[Message] | None = None
+    #: the requests the engine writes beside the summary (the summarizer leaves them out)
+    task: tuple[str, ...] | None = None
 
     def input_for(self, summarizer: Any) -> list[Message]:
         """What ``summarizer`` reads: the condensed history, or the whole one when
@@ -349,7 +351,8 @@ def _next(steps: Generator[Step, Any, Outcome], value: Any) -> Step | Outcome:
 
 
 def _method(summarizer: Any, call: SummaryCall, name: str) -> Callable[..., Any] | None:
-    method = getattr(bound_summarizer(summarizer, call.budget, call.task_budget), name, None)
+    bounded = bound_summarizer(summarizer, call.budget, call.task_budget, call.task)
+    method = getattr(bounded, name, None)
     return method if callable(method) else None
 
 

@@ -27,9 +27,11 @@ __all__ = [
     "MIN_REQUEST_CHARS",
     "NOTE_CHARS",
     "OMITTED_ITEMS",
+    "OTHER_REQUESTS",
     "REQUEST_ELIDED",
     "SECTION_MARK",
     "SHORTENED_TEXT",
+    "SUMMARY_HEADER",
     "Earlier",
     "archives_section",
     "bullets",
@@ -44,6 +46,7 @@ __all__ = [
     "section",
     "share_chars",
     "shorten_text",
+    "summary_body",
 ]
 
 #: opens every line that starts a section of an extractive summary; a line of
@@ -52,6 +55,10 @@ __all__ = [
 SECTION_MARK = "⟦ARS⟧"
 #: the section of a summary that lists where earlier summarized messages are saved
 ARCHIVES_HEADER = "Earlier messages are saved at"
+#: the section of an agent run's summary that lists the user requests besides the task
+OTHER_REQUESTS = "Other user requests"
+#: the section that holds a summarizer's own text (not in ARS's sections) after the task
+SUMMARY_HEADER = "Summary"
 END = "end of summary"
 _ESCAPED = re.compile(r"^(\\*)" + re.escape(SECTION_MARK))
 
@@ -81,6 +88,19 @@ def _unescape(line: str) -> str:
 def section(header: str, body: str) -> str:
     """One section: its mark line, then ``body`` (escaped)."""
     return f"{SECTION_MARK} {header}\n{escape(body)}"
+
+
+def summary_body(task: Sequence[str], text: str) -> str:
+    """The task sections, then the summarizer's ``text``: under a ``Summary``
+    header, closed by the end mark, when it is not in ARS's sections (a model's
+    prose), so no reader takes it for the end of the last request."""
+    if not task:
+        return text
+    if not text.strip():
+        return "\n\n".join([*task, end_mark()])
+    if not text.startswith(SECTION_MARK + " "):
+        text = f"{section(SUMMARY_HEADER, text)}\n\n{end_mark()}"
+    return "\n\n".join([*task, text])
 
 
 def end_mark() -> str:
@@ -183,7 +203,15 @@ def read_earlier(message: Message) -> Earlier:
     )
     if marked:
         found.ars = True
-        found.sections = parse_summary(body)
+        found.sections = []
+        for header, text in parse_summary(body):
+            if header != SUMMARY_HEADER:
+                found.sections.append((header, text))
+                continue
+            # a model's text after the task ARS wrote: its prose and its own sections
+            free, md = _markdown_sections(text)
+            found.free = "\n\n".join(x for x in (found.free, free) if x)
+            found.sections += [(h, b) for h, b in md if h is not None]
     else:
         found.free, md = _markdown_sections(body)
         found.sections = [(h, b) for h, b in md if h is not None]

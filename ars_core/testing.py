@@ -105,7 +105,9 @@ class FakeSummarizer:
     ``calls`` records ``(messages, prompt)`` of every call, failing ones
     included. On the async path, ``gate`` (an awaitable factory) is awaited
     before answering — tests use it to prove the archive and the summary run
-    concurrently, or to hold a summary past its timeout.
+    concurrently, or to hold a summary past its timeout. ``bounds`` records
+    every bound the engine gave it (``with_budget``: what a model would be told
+    it may write, the summary bound less the task the engine writes).
     """
 
     def __init__(
@@ -127,6 +129,12 @@ class FakeSummarizer:
         self.estimator = estimator or default_estimator()
         self.gate = gate
         self.calls: list[tuple[list[Message], str]] = []
+        self.bounds: list[int] = []
+
+    def with_budget(self, summary_tokens: int, **_: Any) -> FakeSummarizer:
+        """Record the bound the engine gives; the fake answers the same whatever it is."""
+        self.bounds.append(summary_tokens)
+        return self
 
     def summarize(self, messages: Sequence[Message], prompt: str) -> SummaryResult:
         self.calls.append((list(messages), prompt))

@@ -121,11 +121,18 @@ class MeteredExtractive:
         self.o200k, self.stats, self.lc, self.peer_prompt = o200k, stats, lc, peer_prompt
 
     def with_budget(
-        self, summary_tokens: int, *, task_tokens: int | None = None
+        self,
+        summary_tokens: int,
+        *,
+        task_tokens: int | None = None,
+        task: Sequence[str] | None = None,
     ) -> MeteredExtractive:
         """ARS's engine bounds its summarizer to its summary budget and the task's room
-        in it (one call at a time)."""
-        self.inner = ExtractiveSummarizer(summary_tokens=summary_tokens, task_tokens=task_tokens)
+        in it, and tells it the task it writes beside the summary (one call at a time).
+        What is metered is what the summarizer itself reads and writes."""
+        self.inner = ExtractiveSummarizer(
+            summary_tokens=summary_tokens, task_tokens=task_tokens, task=task
+        )
         return self
 
     def reads_whole_history(self, history: Sequence[Message]) -> bool:

@@ -73,5 +73,10 @@ def test_the_summary_bound_is_in_the_estimators_units(lean: bool) -> None:
     (bound,) = summarizer.bounds
     t2 = thresholds(config, est)[1]
     assert bound <= t2 < config.l2_threshold_tokens
-    if not lean:  # a fixed round's bound is the summary bound itself
-        assert bound == in_estimate_units(config, est).summary_token_limit == t2
+    if not lean:  # a fixed round's bound: the summary bound less the task the engine wrote
+        limit = in_estimate_units(config, est).summary_token_limit
+        assert limit == t2
+        text = out.update.event.summary_message.text
+        task = text[: text.index("⟦ARS⟧ Summary")].split("\n\n", 1)[1]
+        assert task.startswith("⟦ARS⟧ Task\nTASK: make the parser")
+        assert abs(bound - (limit - est.count_text(task))) <= 3

@@ -32,12 +32,14 @@ def test_large_task_snippet_prints_the_grown_bound_and_the_task_room(
 def test_summaries_doc_snippet_runs_and_a_dropped_task_is_reported(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The snippet's summary drops the task: the audit names it missing."""
+    """The snippet's summary names no file: the audit finds the task (the engine
+    writes it into the summary message) and names the edited file missing."""
     code = snippets()[1]
     exec(compile(code, str(DOC), "exec"), {})
     out = capsys.readouterr().out
     assert out.strip() == (
-        "{'found': [], 'missing': ['task'], 'fraction': 0.0, 'task_fraction': 0.0}"
+        "{'found': ['task'], 'missing': ['file:src/parser.py'], 'fraction': 0.5, "
+        "'task_fraction': 1.0}"
     )
 
 

@@ -168,8 +168,9 @@ class TestInlineMediaOffload:
         filler: list[Message] = []
         for i in range(6):
             filler += [
-                Message(role="user", content=f"q{i} " + words(80, f"q{i}"), id=f"fq{i}"),
-                Message(role="assistant", content=f"r{i} " + words(80, f"r{i}"), id=f"fr{i}"),
+                # short questions: the first and the newest are the summary's task section
+                Message(role="user", content=f"q{i} " + words(20, f"q{i}"), id=f"fq{i}"),
+                Message(role="assistant", content=f"r{i} " + words(140, f"r{i}"), id=f"fr{i}"),
             ]
         state = [*filler, *chat("langchain_v1", images)]
         backend = memory_backend()

@@ -113,15 +113,19 @@ class TestALargeTaskReachesTheModel:
     @pytest.mark.spec("R23")
     def test_the_summary_model_reads_the_whole_task(self) -> None:
         """A model summarizer is sent the task whole (the ordinary input would give the
-        requests 3/4 of T/2 and cut it), and its summary of that size is not cut."""
-        reply = TASK + "\n\nProgress: the marker is evaluated too early."
+        requests 3/4 of T/2 and cut it); the summary message holds the task whole, written
+        by the engine, and what the model wrote after it, not cut."""
+        reply = "Progress: the marker is evaluated too early."
         summarizer = FakeSummarizer(reply)
         engine = Compressor(CONFIG, estimator=EST, summarizer=summarizer)
         _, view = rounds_of(engine, agent_run(14))[0]
         history, _ = summarizer.calls[0]
         assert history[0].text == TASK
         assert view[0].text.startswith("Summary of the earlier conversation")
-        assert reply in view[0].text and "[ARS: this summary was cut" not in view[0].text
+        assert (
+            task_section(view[0]) == TASK and dict(parse_summary(view[0].text))["Summary"] == reply
+        )
+        assert "[ARS: this summary was cut" not in view[0].text
 
     @pytest.mark.spec("R21", "R23")
     def test_fixed_rounds_keep_cutting_a_large_task(self) -> None:

@@ -211,7 +211,8 @@ def test_plugins_resolve_url_schemes_and_summarizer_specs() -> None:
     event = out.update.event
     cut = event.cutoff
     assert event.file_path is not None
-    assert re.search(r"\n\nhello x\d+\n\n", event.summary_message.text)  # the plugin's summary
+    # the plugin's summary, after the task the engine wrote
+    assert re.search(r"\n\n⟦ARS⟧ Summary\nhello x\d+\n\n", event.summary_message.text)
     fs = fsspec.filesystem("memory")
     archive = fs.cat_file(f"/{bucket}/{event.file_path}").decode("utf-8")
     assert json.loads(archive.splitlines()[0])["count"] == cut

@@ -10,6 +10,7 @@ import asyncio
 import json
 import logging
 import math
+import re
 from typing import Any
 
 import anyio
@@ -54,6 +55,8 @@ def run(
 
 
 MODES = pytest.mark.parametrize("mode", ["sync", "async"])
+#: opens what the summarizer wrote after the engine's task sections
+SUMMARY_MARK = "⟦ARS⟧ Summary\n"
 
 
 # ------------------------------------------------------------------ summaries
@@ -65,8 +68,8 @@ class TestSummaryIsChecked:
     def test_an_oversized_summary_is_cut_with_a_marker_and_a_warning(
         self, mode: str, caplog: pytest.LogCaptureFixture
     ) -> None:
-        """A 3 MB summary is cut to ``summary_max_tokens`` with a marker; the
-        next request stays small."""
+        """A 3 MB summary is cut with a marker to its bound: ``summary_max_tokens``
+        less the task sections the engine wrote before it; the next request stays small."""
         huge = "the summary goes on and on " * 110_000  # ~3 MB
         compressor = Compressor(
             small_config(summary_max_tokens=200),
@@ -80,9 +83,13 @@ class TestSummaryIsChecked:
         event = outcome.update.event
         assert event.summary_error is None
         text = event.summary_message.text
-        assert "[ARS: this summary was cut to 200 tokens" in text
-        assert huge[:500] in text and len(text) < 2_000
-        assert "more than the 200 allowed; cut to fit" in caplog.text
+        task = text[: text.index(SUMMARY_MARK)].split("\n\n", 1)[1]
+        cut = re.search(r"\[ARS: this summary was cut to (\d+) tokens", text)
+        assert cut is not None and task.startswith("⟦ARS⟧ Task")
+        bound = int(cut.group(1))  # what the task sections left (counted part by part)
+        assert abs(bound - (200 - compressor.estimator.count_text(task))) <= 3
+        assert text.index(huge[:30]) > text.index(SUMMARY_MARK) and len(text) < 2_000
+        assert f"more than the {bound} allowed; cut to fit" in caplog.text
         assert outcome.tokens_after < compressor.config.threshold_tokens
 
     @pytest.mark.parametrize("threshold_k", [1, 16, 100, 1000])

@@ -112,13 +112,13 @@ class TestOverflowHalvesTheInput:
         self, mode: str, caplog: pytest.LogCaptureFixture
     ) -> None:
         """The first input (the task and 13 of the 17 summarized messages, ~1,000
-        tokens) overflows a 700-token summary model; the retry keeps the task
+        tokens) overflows a 730-token summary model; the retry keeps the task
         whole, notes the 10 oldest other messages as omitted and keeps the 6
         newest: half the tokens.
         The retry, its reason and sizes are in the log, the event's usage and
         the ``completed`` stream event."""
         state = agent_run()
-        summarizer = FakeSummarizer("THE SUMMARY", overflow_above=700, estimator=EST)
+        summarizer = FakeSummarizer("THE SUMMARY", overflow_above=730, estimator=EST)
         with caplog.at_level(logging.WARNING, logger="ars"), capture_events() as captured:
             out = run(mode, engine(summarizer), state)
 
@@ -129,12 +129,12 @@ class TestOverflowHalvesTheInput:
         assert second[1].text == omitted(10)
         assert second[2:] == state[11:17]
         assert tokens(second) <= tokens(first) // 2
-        assert rendered_tokens(first) > 700 >= rendered_tokens(second)
+        assert rendered_tokens(first) > 730 >= rendered_tokens(second)
 
         retry = SummaryRetry(
             "context_overflow",
             f"ContextOverflowError: prompt is too long: {rendered_tokens(first)} tokens "
-            "> 700 maximum",
+            "> 730 maximum",
             input_tokens=tokens(first),
             retry_input_tokens=tokens(second),
         )

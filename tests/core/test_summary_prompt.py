@@ -23,9 +23,9 @@ from .helpers import assistant, user, words
 
 #: the English default, word for word: a change to the prompt is a change to this test
 ENGLISH = """You compress the context of a long conversation. Below is the earlier part of a conversation between an agent and its user (tool calls and tool results included).
-Write a concise but complete summary that replaces this history while the agent goes on. The summary must keep:
+Write a concise but complete summary that replaces this history while the agent goes on. The user's requests that set the work and the newest request are kept verbatim beside your summary: do not restate them. The summary must keep:
 
-1. the user's original request and every explicit requirement and constraint;
+1. every requirement and constraint the user stated later in the conversation;
 2. the steps already done, the decisions made and why;
 3. the files, paths, commands, identifiers and key values involved (verbatim);
 4. the errors met and how they were handled;

@@ -26,7 +26,8 @@ HALF = json.loads('"\\ud83d"')  # a lone high surrogate, as json.loads makes it
 CONFIG = SummaryConfig(
     summary_threshold=1,
     summary_keep_messages=1,
-    summary_l2_trigger_ratio=0.5,
+    # the view after L1 (the summary with its task, the offloaded result) fits T2
+    summary_l2_trigger_ratio=0.7,
     summary_tool_result_token_limit=100,
 )
 
@@ -51,9 +52,10 @@ def test_lone_surrogates_and_nul_are_offloaded_and_archived_exactly(
     NUL: the turn succeeds (no ``UnicodeEncodeError``), the archive gives back the
     summarized messages exactly, the offloaded file holds the exact result (its
     name the SHA-256 of the stored bytes), and the next turn works too."""
-    # each message below T (a user message above T would be offloaded), both above it
-    first = prose("first", 700) + f" {HALF} and \x00"
-    noted = f"noted {HALF} " + prose("noted", 300)
+    # each message below T (a user message above T would be offloaded), both above it;
+    # the first one short: it is the task every summary carries
+    first = prose("first", 60) + f" {HALF} and \x00"
+    noted = f"noted {HALF} " + prose("noted", 900)
     result = dump.invoke({"n": 300})
     model = FakeToolChatModel(
         [

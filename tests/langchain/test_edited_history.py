@@ -31,16 +31,22 @@ pytestmark = pytest.mark.spec("R51", "R24")
 
 CONFIG = SummaryConfig(summary_threshold=1, summary_l2_trigger_ratio=0.5, summary_keep_messages=2)
 TURNS = 5  # L2 on the third call (cutoff 3), again on the fifth (cutoff 7)
-# (each message ~180 tokens counted in o200k, the default estimator with tiktoken)
+# (counted in o200k, the default estimator with tiktoken)
 
 
 def turn(i: int) -> dict[str, Any]:
-    return {"messages": [HumanMessage(prose(f"question {i}", 133), id=f"h-{i}")]}
+    # short questions: the first and the newest are the task every summary carries
+    return {"messages": [HumanMessage(prose(f"question {i}", 30), id=f"h-{i}")]}
 
 
 def setup(tag: str) -> tuple[FakeToolChatModel, Any]:
+    # the first answer long (the third call crosses T), the others so that the fourth
+    # call, with the summary and its task, stays below T and the fifth crosses it
     model = FakeToolChatModel(
-        [AIMessage(prose(f"answer {i}", 133), id=f"a-{tag}-{i}") for i in range(TURNS + 1)]
+        [
+            AIMessage(prose(f"answer {i}", 450 if i == 0 else 170), id=f"a-{tag}-{i}")
+            for i in range(TURNS + 1)
+        ]
     )
     mw = ArsSummarizationMiddleware(
         CONFIG,

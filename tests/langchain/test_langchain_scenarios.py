@@ -66,8 +66,10 @@ def run(
 
 
 def kept(view: Sequence[BaseMessage]) -> list[str] | None:
-    """The contents kept after the summary, or ``None`` when nothing was summarized."""
-    if not view or SUMMARY not in str(view[0].content):
+    """The contents kept after the summary, or ``None`` when nothing was summarized
+    (the summary is ARS's message: the task, then the model's summary, which a counter
+    of 300 tokens a text may cut to its bound)."""
+    if not view or not str(view[0].content).startswith("Summary of the earlier conversation"):
         return None
     return [str(m.content) for m in view[1:]]
 

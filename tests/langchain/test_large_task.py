@@ -46,9 +46,9 @@ def _script() -> list[AIMessage]:
 
 
 def _summary_reply(messages: list[BaseMessage]) -> str:
-    """The summary model restates the task only when it was sent the task whole."""
+    """The summary model answers with its progress note only when it was sent the task whole."""
     sent = "\n".join(str(m.content) for m in messages)
-    return f"{TASK}\n\n{PROGRESS}" if TASK in sent else f"TASK NOT SENT WHOLE\n\n{PROGRESS}"
+    return PROGRESS if TASK in sent else f"TASK NOT SENT WHOLE\n\n{PROGRESS}"
 
 
 def _middleware(summary_model: FakeToolChatModel, thread_id: str) -> ArsSummarizationMiddleware:
@@ -62,7 +62,7 @@ def _middleware(summary_model: FakeToolChatModel, thread_id: str) -> ArsSummariz
 
 def _check(main: FakeToolChatModel, summary_model: FakeToolChatModel) -> None:
     """Every summary call was sent the whole task; every model request holding a
-    summary holds the task and the progress note, uncut."""
+    summary holds the task (the engine wrote it) and the progress note, uncut."""
     assert ApproxEstimator().count_text(TASK) > CONFIG.summary_token_limit
     assert summary_model.summary_calls
     for sent in summary_model.summary_calls:
@@ -76,7 +76,7 @@ def _check(main: FakeToolChatModel, summary_model: FakeToolChatModel) -> None:
     assert summaries, "expected a model request after an L2 round"
     for summary in summaries:
         assert isinstance(summary, HumanMessage)
-        assert f"{TASK}\n\n{PROGRESS}" in str(summary.content)
+        assert f"⟦ARS⟧ Task\n{TASK}\n\n⟦ARS⟧ Summary\n{PROGRESS}\n\n" in str(summary.content)
         assert "[ARS: this summary was cut" not in str(summary.content)
 
 

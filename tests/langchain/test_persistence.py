@@ -22,6 +22,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, mess
 
 from ars_core import FsspecBackend, SummaryConfig, read_history
 from ars_core.messages import message_from_dict
+from ars_core.prompt import escape_text
 from ars_core.testing import FakeSummarizer
 from ars_langchain import ArsSummarizationMiddleware, from_core
 from ars_langchain.testing import FakeToolChatModel
@@ -146,7 +147,10 @@ def test_resume_in_a_new_process_from_postgres(
     root = tmp_path / "files"
     backend = FsspecBackend(f"file://{root}")
     seed: list[Any] = [
-        (HumanMessage if i % 2 == 0 else AIMessage)(prose(f"turn {i}", 150), id=f"m-{i}")
+        # short requests: the first and the newest are the task every summary carries
+        HumanMessage(prose(f"turn {i}", 30), id=f"m-{i}")
+        if i % 2 == 0
+        else AIMessage(prose(f"turn {i}", 270), id=f"m-{i}")
         for i in range(7)
     ]
     model = FakeToolChatModel(
@@ -198,7 +202,8 @@ def test_resume_in_a_new_process_from_postgres(
     assert (second["previous_cutoff"], second["cutoff"]) == (5, 7)
     # the child's summary input started from the persisted summary (chained)
     summary_prompt = messages_from_dict(child["summary"][0])[0].text
-    assert "[previous summary]\n" + first["summary_message"]["content"] in summary_prompt
+    previous = escape_text(first["summary_message"]["content"])  # as the prompt renders it
+    assert "[previous summary]\n" + previous in summary_prompt
     # the child's main call: the new summary + state[7:] (its own turn included)
     sent = messages_from_dict(child["main"][0])
     assert sent == [

@@ -101,7 +101,7 @@ def test_compressor_summarizes_with_a_provider_model_string(fake_provider: list[
     out = engine.call([user(words(80, f"w{i}")) for i in range(20)], ScriptedModel())
     assert out.level == "L2" and out.update is not None and out.update.event is not None
     event = out.update.event
-    assert "\n\nthe summary\n\n" in event.summary_message.text
+    assert "\n\n⟦ARS⟧ Summary\nthe summary\n\n" in event.summary_message.text
     assert event.summary_usage is not None and event.summary_usage.input_tokens == 120
     assert len(SEEN) == 1
 

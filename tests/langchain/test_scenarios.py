@@ -392,21 +392,32 @@ def test_l2_summary_event_and_files(
     from ars_core.summarize import ExtractiveSummarizer, render_prompt
 
     rendered = render_prompt(DEFAULT_SUMMARY_PROMPT, [to_core(m) for m in seed[:5]])
+    # the task the engine writes into the summary message: the first request, the newest
+    task = (
+        f"⟦ARS⟧ Task, user request 1 of 2\n{seed[0].content}\n\n"
+        f"⟦ARS⟧ Task, user request 2 of 2\n{seed[4].content}"
+    )
     if variant == "summary_fails":
         assert summary_model is not None
         assert summary_model.summary_calls == [[HumanMessage(rendered)]]
         assert model.summary_calls == []
-        fallback = (
-            ExtractiveSummarizer()
+        fallback = (  # the rest: the engine writes the task before it
+            ExtractiveSummarizer(task=[str(seed[0].content), str(seed[4].content)])
             .summarize([to_core(m) for m in seed[:5]], DEFAULT_SUMMARY_PROMPT)
             .text
         )
-        body = f"[ARS: the summary model failed: RuntimeError: summary service down]\n\n{fallback}"
+        body = (
+            "[ARS: the summary model failed: RuntimeError: summary service down]\n\n"
+            f"{task}\n\n{fallback}"
+        )
         assert event["summary_error"] == "RuntimeError: summary service down"
         assert event["summary_usage"] is None
     else:
         assert model.summary_calls == [[HumanMessage(rendered)]]
-        body = "SUMMARY-TEXT the user discussed greek letters"
+        body = (
+            f"{task}\n\n⟦ARS⟧ Summary\nSUMMARY-TEXT the user discussed greek letters\n\n"
+            "⟦ARS⟧ end of summary"
+        )
         assert event["summary_error"] is None
         assert event["summary_usage"] == USAGE
     content = f"{summary_header(5)}\n\n{body}"

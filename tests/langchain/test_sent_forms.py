@@ -9,17 +9,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
 from ars_core import FsspecBackend
 from ars_core.testing import FakeSummarizer
 from ars_langchain import ArsSummarizationMiddleware
 from ars_langchain.testing import FakeToolChatModel
 from tests.langchain.conftest import async_saver, make_saver
-from tests.langchain.helpers import build_agent
-from tests.langchain.test_stable_views import CONFIG, _human, _turn
+from tests.langchain.helpers import build_agent, prose
+from tests.langchain.test_stable_views import CONFIG, _turn
 
 pytestmark = pytest.mark.spec("R14", "R51")
+
+
+def _human(i: int) -> dict[str, Any]:
+    """A short question: the first and the newest are the task every summary carries."""
+    return {"messages": [HumanMessage(prose(f"question {i}", 15), id=f"h-{i}")]}
 
 
 def _middleware(backend: FsspecBackend) -> ArsSummarizationMiddleware:

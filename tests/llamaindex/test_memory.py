@@ -299,7 +299,9 @@ def test_call_with_compaction_sync_helper(
 ) -> None:
     """Forced compression for chat engines / custom loops: the helper catches the LLM's
     context-length error, forces L2 and retries once; events after success."""
-    llm = ScriptedLLM(["fine"], max_context_tokens=500)
+    llm = ScriptedLLM(
+        ["fine"], max_context_tokens=560
+    )  # the retry: summary (with its task) + 2 kept
     memory = ArsMemory.from_defaults(
         chat_store_key=KEY,
         file_backend=file_backend,
