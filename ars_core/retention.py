@@ -392,7 +392,9 @@ def task_retention(task: str | Sequence[str], view: Sequence[Message] | str) -> 
 
     Each task's runs are worked out once (:func:`_task_runs`, kept for the next
     rounds, whose task is mostly the same texts): a round makes the view's runs
-    and looks each task run up in them.
+    and looks each task run up in them. A request found verbatim in the view (as
+    the engine writes the task into its summary) is kept whole without that
+    lookup; the view's runs are made only when some request is not.
     """
     texts = (task,) if isinstance(task, str) else tuple(task)
     text = view if isinstance(view, str) else view_text(view)
@@ -400,12 +402,16 @@ def task_retention(task: str | Sequence[str], view: Sequence[Message] | str) -> 
     total = sum(index.words for index in indexes)
     if not total:
         return 1.0
-    common = frozenset(_runs(text.split()))
+    common: frozenset[int] | None = None
     kept = 0
-    for index in indexes:
+    for source, index in zip(texts, indexes, strict=True):
         if index.whole is not None:
             kept += index.words if index.whole in text else 0
+        elif source in text:  # verbatim: every run of it is in the view
+            kept += index.words
         else:
+            if common is None:
+                common = frozenset(_runs(text.split()))
             kept += index.covered(common)
     return kept / total
 
