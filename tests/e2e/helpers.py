@@ -131,3 +131,20 @@ class Recorder(BaseCallbackHandler):
     @property
     def main(self) -> list[Call]:
         return [c for c in self.calls if not c.is_summary]
+
+
+CUT_MARK = "\n[ARS: this summary was cut to "
+
+
+def holds_model_summary(content: str, text: str) -> bool:
+    """Whether a summary message holds the summary model's ``text``: whole, or, when
+    the model wrote more than the task sections leave it (the engine writes the task
+    beside the summary; at T = 256 that leaves a few tokens), its head followed by
+    ARS's cut marker (the head is a prefix of ``text``, and may be empty)."""
+    if text in content:
+        return True
+    if CUT_MARK not in content:
+        return False
+    before = content.split(CUT_MARK, 1)[0]
+    head = before.split("\u27e6ARS\u27e7 Summary\n", 1)[-1]
+    return "\u27e6ARS\u27e7 Summary\n" in before and text.startswith(head.strip())

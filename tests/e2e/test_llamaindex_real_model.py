@@ -22,8 +22,9 @@ from llama_index.core.instrumentation.events.llm import LLMChatEndEvent
 from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
 
 from ars_core import FsspecBackend, is_context_overflow, read_history
+from ars_core.prompt import escape_text
 from ars_llamaindex import ArsMemory, acall_with_compaction, achat_with_compaction
-from tests.e2e.helpers import CONFIG, MAX_TOKENS, SYSTEM, user_turn
+from tests.e2e.helpers import CONFIG, MAX_TOKENS, SYSTEM, holds_model_summary, user_turn
 from tests.servers import LlamaServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.anyio]
@@ -107,7 +108,7 @@ def check_summary(
 ) -> None:
     answer = recorder.summaries[-1]
     text = answer.text.strip()
-    assert text and text in event.summary_message.text
+    assert text and holds_model_summary(event.summary_message.text, text)
     assert 0 < answer.usage["completion_tokens"] <= MAX_TOKENS
     assert event.summary_usage is not None
     assert (event.summary_usage.input_tokens, event.summary_usage.output_tokens) == (
@@ -140,9 +141,13 @@ async def test_openai_like_summaries_chain_across_a_restart_on_a_sqlite_chat_sto
     stored = await memory.aget_all()
     check_summary(first, recorder, stored, memory.files)
     view = await memory.aget()
+    # at T = 256 the summary (the task sections the engine writes and the model's text)
+    # sits near its bound, so this get() may have summarized again: the stored event now
+    latest = await memory.aget_event()
+    assert latest is not None and latest.cutoff >= first.cutoff
 
     restarted = memory_for(llama_server, db, files)  # nothing shared but the database
-    assert await restarted.aget_event() == first
+    assert await restarted.aget_event() == latest
     assert [(m.role, m.content) for m in await restarted.aget()] == [
         (m.role, m.content) for m in view
     ]
@@ -152,10 +157,10 @@ async def test_openai_like_summaries_chain_across_a_restart_on_a_sqlite_chat_sto
         if len(recorder.summaries) > summaries_before:
             break
     second = await restarted.aget_event()
-    assert second is not None and second.previous_cutoff == first.cutoff < second.cutoff
+    assert second is not None and second.previous_cutoff == latest.cutoff < second.cutoff
     check_summary(second, recorder, await restarted.aget_all(), restarted.files)
     # the summary call after the restart read the stored summary (chained, R25)
-    assert first.summary_message.text in recorder.summaries[-1].prompt
+    assert escape_text(latest.summary_message.text) in recorder.summaries[-1].prompt
 
 
 @pytest.mark.spec("R4", "R20")
