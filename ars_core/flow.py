@@ -37,7 +37,6 @@ from .budget import (
     default_input_budget,
     in_estimate_units,
     summary_input_budget,
-    thresholds,
 )
 from .call_state import CallOutcome, CallState, Cut, FlowSettings, L1View, StateUpdate, Tail
 from .checkpoint import (
@@ -124,7 +123,8 @@ def flow(
     check = check_event(state, event)  # edited history: re-anchor or drop the event
     event = check.event
     # T and T2 in estimate units (budget.py: calibration and safety margin)
-    threshold, l2_threshold = thresholds(cfg, est)
+    budget = in_estimate_units(cfg, est)  # every budget of the call, in estimate units
+    threshold, l2_threshold = budget.threshold_tokens, budget.l2_threshold_tokens
     # with no event the effective messages are the state itself: no O(history) copy on
     # the hot path (views that differ from it are always new lists)
     effective = (
@@ -150,7 +150,7 @@ def flow(
         forced=forced,
         thread=thread,
         requested=requested and can_compact(effective, event, cfg.summary_keep_messages),
-        budget=in_estimate_units(cfg, est),
+        budget=budget,
     )
     return _run(r)
 
