@@ -21,7 +21,7 @@ from .effects import Emit, ModelResult
 from .estimate import Estimator, message_tokens
 from .memo import Memo
 from .messages import Message
-from .pairing import pair_tool_calls
+from .pairing import Pairing, pair_tool_calls
 from .stream import CompressionEvent, Level, Phase
 from .totals import HistorySize
 
@@ -113,7 +113,7 @@ class CallState:
     event: SummarizationEvent | None
     effective: list[Message]
     raw: Sequence[Message]  # the effective messages as in state (archived losslessly)
-    extra: int
+    extra: int  # system and tools, and the notes pairing adds to calls without a result
     history: HistorySize  # the effective messages' size: exact, or a bound counted on need
     threshold: int
     l2_threshold: int
@@ -129,6 +129,7 @@ class CallState:
     emitted: list[CompressionEvent] = attrs.field(factory=list)
     orphan_results: int = 0  # tool results left out of the view sent (no call heads them)
     unanswered_calls: int = 0  # tool calls answered with a synthetic result in the view
+    paired: Pairing | None = None  # the effective messages as sent (pair_history)
 
     @property
     def tokens_before(self) -> int:
@@ -140,9 +141,23 @@ class CallState:
         bound when it is below, else by the exact count."""
         return self.history.tokens + self.extra < limit or self.tokens_before < limit
 
+    def pair_history(self) -> None:
+        """Pair the effective messages before any size is compared: the notes a view
+        gets for calls without a result are part of the request, so their size joins
+        ``extra`` (results left out are not taken off, so every view sent is at most
+        the size counted; views of these messages hold the same calls)."""
+        self.paired = paired = pair_tool_calls(self.effective)
+        if paired.added:
+            est = self.settings.estimator
+            self.extra += sum(message_tokens(est, m) for m in paired.added)
+
     def send(self, view: list[Message]) -> list[Message]:
         """``view`` as it is sent: every tool call paired with its result."""
-        paired = pair_tool_calls(view)
+        paired = (
+            self.paired
+            if self.paired is not None and view is self.effective
+            else pair_tool_calls(view)
+        )
         if paired.changed:
             self.orphan_results = len(paired.orphans)
             self.unanswered_calls = len(paired.unanswered)

@@ -175,6 +175,7 @@ def can_compact(effective: Sequence[Message], event: SummarizationEvent | None, 
 
 
 def _run(r: CallState) -> Flow:
+    r.pair_history()
     if r.check.dropped is not None:
         yield from _dropped_notice(r)
     if not r.forced and not r.requested and r.fits(r.threshold):

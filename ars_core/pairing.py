@@ -51,11 +51,12 @@ def _kind(message: Message) -> int:
 class Pairing:
     """A view after the check: ``view`` (the input itself when nothing changed),
     the ``tool_call_id`` of every result left out, the id of every call answered
-    with a synthetic result."""
+    with a synthetic result, and those synthetic results (``added``)."""
 
     view: list[Message]
     orphans: tuple[str, ...] = ()
     unanswered: tuple[str, ...] = ()
+    added: tuple[Message, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -179,7 +180,8 @@ def pair_tool_calls(view: Sequence[Message]) -> Pairing:
             len(new_unanswered),
             ", ".join(new_unanswered) or "-",
         )
-    return Pairing(_rebuilt(messages, skip, drop, add), orphans, unanswered)
+    added = tuple(m for _, results in add for m in results)
+    return Pairing(_rebuilt(messages, skip, drop, add), orphans, unanswered, added)
 
 
 def _rebuilt(

@@ -195,3 +195,39 @@ def test_a_growing_history_is_paired_exactly_as_a_fresh_read_would_pair_it(
         want = pair_tool_calls(list(edited))
     assert got.view == want.view and got.view[2].text == "grep 0, edited"
     assert (got.orphans, got.unanswered) == (want.orphans, want.unanswered)
+
+
+@MODES
+def test_the_note_for_a_call_without_a_result_counts_toward_the_threshold(mode: str) -> None:
+    """A history a few tokens under T whose run was killed while a tool ran: the note
+    standing in for the missing result is part of the request, so the call compresses
+    instead of sending a request over T (a fleet soak found views of T + 56 tokens)."""
+    engine, emitter = _engine()
+    threshold = engine.config.threshold_tokens
+    est = engine.estimator
+    c_open = call("fetch_report", "call-killed")
+
+    def history(n: int) -> list[Message]:
+        turns: list[Message] = []
+        for i in range(6):
+            turns += [user(f"turn {i}: " + words(60, f"q{i}")), assistant(words(60, f"a{i}"))]
+        return [*turns, user("next: " + words(n, "z")), assistant("", c_open), user("go on")]
+
+    n = 1
+    while est.count_messages(history(n + 1)) < threshold - 8:
+        n += 1
+    state = history(n)
+    note = pair_tool_calls(state).added
+    assert len(note) == 1
+    assert (
+        est.count_messages(state)
+        < threshold
+        < est.count_messages(state) + est.count_messages(list(note))
+    )
+    model = ScriptedModel(["ok"])
+    outcome = _call(mode, engine, state, model)
+    sent = model.calls[-1]
+    assert est.count_messages(sent) <= threshold
+    assert outcome.level is not None and emitter.events[0].phase == "started"
+    assert any(m.metadata.get(MARK_SYNTHETIC_RESULT) for m in sent)  # still answered
+    assert emitter.events[-1].unanswered_calls == 1
