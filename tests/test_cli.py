@@ -676,6 +676,8 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Sequence[str], str]]:
             ["replay", good, "--plot", "no/such/dir/x.png"],
             "does not exist",
         ),
+        "plot of no image format": (["replay", good, "--plot", "tokens.txt"], "image format"),
+        "plot without a format": (["replay", good, "--plot", "tokens"], "image format"),
         "unknown option": (["replay", good, "--frobnicate"], "--frobnicate"),
         "unknown command": (["compress"], "compress"),
     }
@@ -710,6 +712,8 @@ BAD_INPUT_EXIT = {
     "unknown summarizer": 2,
     "unknown chat model provider": 2,
     "plot into a missing folder": 1,
+    "plot of no image format": 2,
+    "plot without a format": 2,
     "unknown option": 2,
     "unknown command": 2,
 }

@@ -109,6 +109,15 @@ def _check_plot(plot: Path | None) -> None:
         import matplotlib  # noqa: F401
     except ImportError as exc:
         raise CliError('--plot needs matplotlib: pip install "ars[cli]"') from exc
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = sorted(FigureCanvasBase.get_supported_filetypes())
+    if plot.suffix.lstrip(".").lower() not in formats:  # a wrong value, found before the replay
+        raise CliError(
+            f"--plot {plot}: the file name must end in an image format matplotlib writes "
+            f"(.{', .'.join(formats)})",
+            USAGE,
+        )
     if plot.parent and not plot.parent.is_dir():
         raise CliError(f"--plot {plot}: folder {plot.parent} does not exist")
 
