@@ -3,13 +3,17 @@ a LangGraph agent on a SQLite checkpoint, with the middleware's defaults for
 files (``./.ars`` in the working directory) or a SQLite store compiled into the
 graph (``runtime.store``).
 
-Usage: ``python -m tests.langchain._readback_child TURN DB THREAD STORAGE [PATH]``.
+Usage: ``python -m tests.langchain._readback_child TURN DB THREAD STORAGE [PATH [OFFSET]]``.
 ``TURN`` 1: the model calls ``big_output(n=300)``, whose result L1 offloads; the
-process prints the path the model was shown. ``TURN`` 2 (a new process): the
-model calls ``read_ars_file`` twice on ``PATH`` (the first page, then the last
-two lines) and answers. Prints one JSON object: ``sent`` (the tool messages of the
-model's last view), ``tools`` (the tool names the model was offered), ``answers``
-(the tool messages of the final state).
+process prints the path the model was shown. ``TURN`` archive: the model calls
+``big_output`` six times (300-305 lines), so an L2 round archives the oldest
+messages (the extractive summarizer) and the summary names the archive. ``TURN`` 2
+(a new process; ``2-archive`` after ``archive``): the model calls ``read_ars_file`` twice on ``PATH`` (the first
+page, then the lines from ``OFFSET``, 298 unless given; ``PATH`` may be two paths
+``A,B``: the first page of ``A``, then ``B`` from ``OFFSET``) and answers. Prints one JSON
+object: ``sent`` (the tool messages of the model's last view), ``tools`` (the tool
+names the model was offered), ``answers`` (the tool messages of the final state),
+``archives`` (the history archives the model's last view names).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -32,6 +37,10 @@ from ars_langchain.testing import FakeToolChatModel, tool_call
 from tests.langchain.helpers import big_output
 
 CONFIG = SummaryConfig(summary_threshold=2, summary_tool_result_token_limit=200)
+#: the archive turn keeps 4 messages, so its six tool rounds leave the L2 round a cut
+ARCHIVE_CONFIG = SummaryConfig(
+    summary_threshold=2, summary_tool_result_token_limit=200, summary_keep_messages=4
+)
 
 
 class ToolNames(AgentMiddleware[Any, Any]):
@@ -62,18 +71,33 @@ def store_of(storage: str, db: str) -> Iterator[Any]:
         yield store
 
 
-def main(turn: str, db: str, thread_id: str, storage: str, path: str = "") -> None:
+#: a history archive's path as a summary names it
+ARCHIVE = re.compile(r"outputs/conversation_history/history-[0-9a-f-]+\.jsonl")
+
+
+def main(
+    turn: str, db: str, thread_id: str, storage: str, path: str = "", offset: str = "298"
+) -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
-    if turn == "1":
+    summarizer, config = None, CONFIG
+    if turn in ("archive", "2-archive"):  # the same agent before and after the restart
+        summarizer, config = "extractive", ARCHIVE_CONFIG
+    if turn == "archive":
+        calls = [tool_call("big_output", {"n": 300 + i}, f"c{i}") for i in range(6)]
+        script = [AIMessage("", id=f"b{i}", tool_calls=[c]) for i, c in enumerate(calls)]
+        script.append(AIMessage("built", id="b6"))
+        message = HumanMessage("build everything", id="h1")
+    elif turn == "1":
         script = [
             AIMessage("", id="a1", tool_calls=[tool_call("big_output", {"n": 300}, "c1")]),
             AIMessage("built", id="a2"),
         ]
         message = HumanMessage("build everything", id="h1")
     else:
+        head, _, tail = path.partition(",")
         reads = [
-            tool_call("read_ars_file", {"path": path, "offset": 0, "limit": 3}, "r1"),
-            tool_call("read_ars_file", {"path": "/" + path, "offset": 298}, "r2"),
+            tool_call("read_ars_file", {"path": head, "offset": 0, "limit": 3}, "r1"),
+            tool_call("read_ars_file", {"path": "/" + (tail or head), "offset": int(offset)}, "r2"),
         ]
         script = [
             AIMessage("", id="a3", tool_calls=reads[:1]),
@@ -87,12 +111,11 @@ def main(turn: str, db: str, thread_id: str, storage: str, path: str = "") -> No
         agent = create_agent(
             model,
             tools=[big_output],
-            middleware=[ArsSummarizationMiddleware(CONFIG), names],
+            middleware=[ArsSummarizationMiddleware(config, summarizer=summarizer), names],
             checkpointer=saver,
             store=store,
         )
-        config: Any = {"configurable": {"thread_id": thread_id}}
-        state = agent.invoke({"messages": [message]}, config)
+        state = agent.invoke({"messages": [message]}, {"configurable": {"thread_id": thread_id}})
     last = model.main_calls[-1]
     print(
         json.dumps(
@@ -104,6 +127,7 @@ def main(turn: str, db: str, thread_id: str, storage: str, path: str = "") -> No
                     for m in state["messages"]
                     if isinstance(m, ToolMessage) and m.name == "read_ars_file"
                 ],
+                "archives": sorted({p for m in last for p in ARCHIVE.findall(str(m.content))}),
             }
         )
     )

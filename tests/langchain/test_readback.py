@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from ars_core.l1 import sha256_text
+from ars_core.readback import LINE_CHARS
 from tests.langchain.helpers import big_output
 from tests.procs import repo_env, run_module
 
@@ -71,6 +72,57 @@ def test_an_agent_reads_back_after_a_restart_what_was_offloaded_before_it(
         with SqliteStore.from_conn_string(db + ".store") as store:
             item = store.get(("ars", "threads", thread), path)
         assert item is not None and item.value == {"text": OUTPUT}
+    assert "WARNING" not in log1 + log2
+
+
+@pytest.mark.spec("R61", "R12")
+@pytest.mark.parametrize("storage", ["local-default", "sqlite-store"])
+def test_an_agent_reads_back_after_a_restart_the_history_archives_its_summary_names(
+    storage: str, tmp_path: Path
+) -> None:
+    """Process 1 runs six tool rounds: L2 rounds archive the oldest messages and the
+    summary names the archives of its chain (no backend configured). Process 2, a
+    restart on the same checkpoint, reads them with ``read_ars_file``: the first page
+    of the oldest archive and the last two lines of the newest are those files' own
+    lines (the header, the user's request, ...)."""
+    db, thread = str(tmp_path / "checkpoints.sqlite"), "thread-archive"
+    first, log1 = _turn(tmp_path, "archive", db, thread, storage)
+    assert "read_ars_file" in first["tools"]
+    archives = first["archives"]  # sorted: the oldest range first
+    assert len(archives) >= 1
+
+    def text_of(path: str) -> list[str]:
+        if storage == "local-default":
+            folder = tmp_path / ".ars" / "threads" / thread
+            return (folder / path).read_text(encoding="utf-8").splitlines()
+        from langgraph.store.sqlite import SqliteStore
+
+        with SqliteStore.from_conn_string(db + ".store") as store:
+            item = store.get(("ars", "threads", thread), path)
+        assert item is not None
+        return str(item.value["text"]).splitlines()
+
+    def pieces(lines: list[str]) -> list[str]:  # a page shows a long line in pieces
+        return [ln[i : i + LINE_CHARS] for ln in lines for i in range(0, len(ln) or 1, LINE_CHARS)]
+
+    oldest_lines = text_of(archives[0])
+    assert json.loads(oldest_lines[0])["thread"] == thread
+    assert json.loads(oldest_lines[1]) == {
+        "role": "user",
+        "content": "build everything",
+        "id": "h1",
+    }
+    oldest, newest = pieces(oldest_lines), pieces(text_of(archives[-1]))
+
+    count = len(newest)
+    both = f"{archives[0]},{archives[-1]}"
+    second, log2 = _turn(tmp_path, "2-archive", db, thread, storage, both, str(count - 2))
+    first_page = "\n".join(f"{n:>6}\t{oldest[n - 1]}" for n in (1, 2, 3))
+    last_page = "\n".join(f"{n:>6}\t{newest[n - 1]}" for n in (count - 1, count))
+    assert second["answers"] == [
+        ["success", first_page + f"\n[lines 1-3 of {len(oldest)}; read on with offset=3]"],
+        ["success", last_page],
+    ]
     assert "WARNING" not in log1 + log2
 
 
