@@ -287,10 +287,18 @@ def _after_l1(r: CallState, l1: L1View) -> Flow:
 
 
 def _l1_fallback(r: CallState, l1: L1View, sent: ModelResult | None) -> Flow:
-    """No valid cutoff: the L1 view is all there is (an overflow of it propagates)."""
-    log.warning(
-        "ARS: no valid cutoff for L2 (%d effective messages); sending the L1 view",
+    """No valid cutoff: the L1 view is all there is (an overflow of it propagates). A
+    WARNING when that view may not fit (above T, or the model said it overflowed); an
+    INFO line when it fits T: too few messages to summarize yet, nothing lost."""
+    fits = l1.tokens <= r.threshold and (sent is None or sent.error is None)
+    log.log(
+        logging.INFO if fits else logging.WARNING,
+        "ARS: no valid cutoff for L2 (%d effective messages); sending the L1 view "
+        "(~%d tokens, %s %d)",
         len(r.effective),
+        l1.tokens,
+        "within the threshold of" if fits else "it may not fit the model's window; threshold",
+        r.threshold,
     )
     if sent is not None and sent.error is not None:
         raise sent.error

@@ -469,6 +469,37 @@ class TestFailures:
         assert emitter.phases == [("started", "L1"), ("failed", "L1")]
         assert "ContextOverflowError" in emitter.events[1].error
 
+    @pytest.mark.spec("R42")
+    @pytest.mark.anyio
+    async def test_no_valid_cutoff_warns_only_when_the_l1_view_is_above_t(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Too few messages to summarize while their L1 view fits T is one INFO line (no
+        warning: nothing is lost, the request fits); an L1 view still above T is a
+        WARNING, sync and async."""
+        c = call("bash")
+        fits = [user(words(700)), assistant("", c), tool(c, words(900))]
+        above = [assistant(words(2000))]  # nothing to summarize, nothing to offload
+        for state, level in ((fits, logging.INFO), (above, logging.WARNING)):
+            for mode in ("sync", "async"):
+                caplog.clear()
+                with caplog.at_level(logging.INFO, logger="ars"):
+                    if mode == "sync":
+                        out = Compressor(small_config()).call(state, ScriptedModel())
+                    else:
+                        out = await Compressor(small_config()).acall(state, ScriptedModel().acall)
+                assert out.update is None and out.level == "L1"
+                lines = [
+                    (rec.levelno, rec.getMessage())
+                    for rec in caplog.records
+                    if "no valid cutoff" in rec.getMessage()
+                ]
+                assert len(lines) == 1 and lines[0][0] == level, (mode, lines)
+                assert ("within the threshold" in lines[0][1]) == (level == logging.INFO)
+                assert not [r for r in caplog.records if r.levelno >= logging.WARNING] or (
+                    level == logging.WARNING
+                )
+
     @pytest.mark.spec("R32")
     def test_main_model_error_after_start_emits_failed(self) -> None:
         def broken(view: list[Message]) -> str:
