@@ -42,6 +42,15 @@ The rules
   for that grows the bound to carry it at :data:`TASK_SHARE_MAX`, up to
   ``T - fixed - T/8`` (:func:`large_task_ceiling`; the kept tail then takes
   what is left under ``T - T/8``), and :func:`task_budget` is the task's room.
+- the summary's parts (:func:`task_share`, :func:`rest_floor`): the task's
+  sections (their headers included: ``task_tokens`` is what they take whole)
+  have :data:`TASK_SHARE` of the bound, or their own room; either way the
+  summarizer's part (its text, its header and the end mark) keeps
+  :func:`rest_floor` of it: an eighth of the bound, at least
+  :data:`SUMMARY_REST_FLOOR` tokens (at most half the bound), so at a tiny
+  bound the task's middle is left out sooner rather than the summarizer's
+  text cut to nothing. The summarizer is told the bound less what the task
+  and that frame take.
 - summary input: ``T/2`` (at least :data:`SUMMARY_INPUT_FLOOR`) for fixed
   rounds (:func:`default_input_budget`); for lean rounds what
   :func:`~ars_core.summarize.condense_history` keeps whole plus ``T/12`` of
@@ -65,6 +74,7 @@ if TYPE_CHECKING:
 __all__ = [
     "INPUT_REST_FLOOR",
     "SUMMARY_INPUT_FLOOR",
+    "SUMMARY_REST_FLOOR",
     "SUMMARY_TOKENS_FLOOR",
     "TASK_SHARE",
     "TASK_SHARE_MAX",
@@ -74,10 +84,12 @@ __all__ = [
     "kept_tail_room",
     "large_task_ceiling",
     "lean_summary_budget",
+    "rest_floor",
     "summary_budget",
     "summary_input_budget",
     "summary_token_limit",
     "task_budget",
+    "task_share",
     "thresholds",
 ]
 
@@ -91,6 +103,11 @@ TASK_SHARE_MAX = 0.875
 INPUT_REST_FLOOR = 1024
 #: fewest tokens the summary model reads (its input bound is at least this)
 SUMMARY_INPUT_FLOOR = 1024
+#: fewest tokens a summary bound keeps for the summarizer's part beside the task
+#: (its text, its header and the end mark; at most half the bound): at T = 256 the
+#: bound is 128 and two requests with their headers could take it all; this leaves
+#: a small model's two sentences (about 30 tokens) whole
+SUMMARY_REST_FLOOR = 48
 #: share of the L2 threshold the newest ``keep`` messages may take to be kept verbatim
 TAIL_SHARE = 0.5
 
@@ -168,10 +185,9 @@ def summary_budget(
     threshold = int(config.threshold_tokens)
     wanted = math.ceil(task_tokens / TASK_SHARE) + threshold // 8
     bound = min(int(config.summary_token_limit), max(SUMMARY_TOKENS_FLOOR, wanted))
-    if fixed_tokens is None or task_tokens <= int(bound * TASK_SHARE):
+    if fixed_tokens is None or task_tokens <= task_share(bound):
         return bound
-    grown = math.ceil(task_tokens / TASK_SHARE_MAX)
-    return max(bound, min(grown, large_task_ceiling(threshold, fixed_tokens)))
+    return max(bound, min(_grown(task_tokens), large_task_ceiling(threshold, fixed_tokens)))
 
 
 def kept_tail_room(config: Any, room: int) -> int:
@@ -224,10 +240,16 @@ def lean_summary_budget(
     task_room = math.ceil(task_tokens / TASK_SHARE)  # the task, whole, at its share
     shared = max(SUMMARY_TOKENS_FLOOR, task_room, min(lean + turns, room - tail))
     bound = min(int(config.summary_token_limit), shared)
-    if fixed_tokens is None or task_tokens <= int(bound * TASK_SHARE):
+    if fixed_tokens is None or task_tokens <= task_share(bound):
         return bound
-    grown = math.ceil(task_tokens / TASK_SHARE_MAX)
-    return max(bound, min(grown, large_task_ceiling(int(config.threshold_tokens), fixed_tokens)))
+    ceiling = large_task_ceiling(int(config.threshold_tokens), fixed_tokens)
+    return max(bound, min(_grown(task_tokens), ceiling))
+
+
+def _grown(task_tokens: int) -> int:
+    """The smallest bound that carries a task of ``task_tokens`` whole in its own
+    room: at most :data:`TASK_SHARE_MAX` of it, :func:`rest_floor` left beside it."""
+    return max(math.ceil(task_tokens / TASK_SHARE_MAX), task_tokens + SUMMARY_REST_FLOOR)
 
 
 def large_task_ceiling(threshold: int, fixed_tokens: int) -> int:
@@ -242,11 +264,33 @@ def task_budget(config: Any, summary_tokens: int, task_tokens: int) -> int | Non
     :func:`summary_budget`) that must carry a task of ``task_tokens``: ``None``
     when the task fits its :data:`TASK_SHARE` or ``config`` sets
     ``summary_max_tokens`` (the summarizer's own rule holds); otherwise the
-    whole task, at most :data:`TASK_SHARE_MAX` of the summary. The summary
-    input keeps the task at this size too."""
-    if config.summary_max_tokens is not None or task_tokens <= int(summary_tokens * TASK_SHARE):
+    whole task, at most :data:`TASK_SHARE_MAX` of the summary and never what
+    :func:`rest_floor` keeps for the summarizer. The summary input keeps the
+    task at this size too. ``task_tokens`` is what the task's sections take
+    whole, their headers included (see
+    :func:`~ars_core.task_text.whole_task_tokens`)."""
+    if config.summary_max_tokens is not None or task_tokens <= task_share(summary_tokens):
         return None
-    return min(task_tokens, int(summary_tokens * TASK_SHARE_MAX))
+    most = min(int(summary_tokens * TASK_SHARE_MAX), summary_tokens - rest_floor(summary_tokens))
+    return min(task_tokens, most)
+
+
+def rest_floor(summary_tokens: int) -> int:
+    """The fewest tokens of a summary bound of ``summary_tokens`` kept for what
+    the summarizer writes beside the task (its text, its header and the end
+    mark): an eighth of the bound (what a task in a room of its own leaves, at
+    :data:`TASK_SHARE_MAX`), at least :data:`SUMMARY_REST_FLOOR`, at most half
+    the bound. Above 384 tokens this is the eighth; below, the task's middle is
+    left out sooner so the summarizer still writes a few sentences."""
+    return min(summary_tokens // 2, max(summary_tokens // 8, SUMMARY_REST_FLOOR))
+
+
+def task_share(summary_tokens: int) -> int:
+    """The task's room in a summary of ``summary_tokens`` when it has no room of
+    its own (:func:`task_budget`), its sections' headers included:
+    :data:`TASK_SHARE` of the bound, less what :func:`rest_floor` keeps when
+    that is more than the rest (bounds under 192 tokens)."""
+    return min(int(summary_tokens * TASK_SHARE), summary_tokens - rest_floor(summary_tokens))
 
 
 def default_input_budget(threshold: int) -> int:

@@ -17,10 +17,10 @@ from .checkpoint import to_global_cutoff
 from .estimate import Estimator, message_tokens
 from .l2 import build_summary_message, forbidden_cuts, select_cutoff
 from .layout import HISTORY_DIR
-from .memo import Memo, estimator_key
 from .messages import Message
 from .retention import is_user_request, task_statement
 from .summarize import MessageSizes, history_total, turn_tokens
+from .task_text import task_requests, whole_task_tokens
 
 __all__ = ["choose_cut", "conversation_tokens", "kept_cut"]
 
@@ -77,8 +77,9 @@ def _lean_cut(
     )  # fmt: skip
     if local is None:
         return None
-    task = task_statement(r.state[: to_global_cutoff(local, r.event)])
-    task_tokens = _task_tokens(s.memo, s.estimator, task)
+    summarized = r.state[: to_global_cutoff(local, r.event)]
+    requests = task_requests(summarized, task_statement(summarized))
+    task_tokens = whole_task_tokens(requests, s.estimator)
     tail = sum(sizes[local - start :])
     # after a context overflow the real window is smaller than T: no growing for the task
     limit = lean_summary_budget(
@@ -160,14 +161,3 @@ def conversation_tokens(history: Sequence[Message], estimator: Estimator) -> int
 def _nines(n: int) -> int:
     """The largest number with as many digits as ``n``."""
     return int("9" * len(str(n)))
-
-
-def _task_tokens(memo: Memo, estimator: Estimator, task: Sequence[str]) -> int:
-    """The tokens of the task statement (its texts one per paragraph): each request
-    is counted once per estimator (the task is the same round after round, can be
-    long, and a new request adds only its own count); the sum of the parts bounds
-    the count of the whole from above."""
-    if not task:
-        return 0
-    parts = memo.text_tokens(task, estimator_key(estimator), estimator.count_text)
-    return parts + estimator.count_text("\n\n") * (len(task) - 1)

@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from .budget import TASK_SHARE
+from .budget import TASK_SHARE, task_share
 from .conversation import (
     CONVERSATION_HEADER,
     Utterance,
@@ -53,7 +53,7 @@ from .summary_text import (
     read_earlier,
     section,
 )
-from .task_text import fit_text, task_sections
+from .task_text import fit_text, summary_frame, task_sections
 from .usage import SummaryResult, Usage
 
 __all__ = ["ExtractiveSummarizer"]
@@ -276,8 +276,11 @@ class ExtractiveSummarizer:
         rendered = render_prompt(prompt, messages)
         input_tokens = self._est.count_text(rendered)
         if self.summary_tokens is not None:
-            budget = self.summary_tokens
-            task_room = min(budget, self.task_tokens or int(budget * TASK_SHARE))
+            # beside the engine's task, its sections (closed by its own end mark) take back
+            # the header and end mark the engine's bound keeps for a model's prose
+            frame = summary_frame(self._est) if self.task is not None else 0
+            budget = self.summary_tokens + frame
+            task_room = min(budget, self.task_tokens or task_share(budget))
         else:  # the input is already bounded: never shorten the task below what it holds
             budget = max(2048, input_tokens)
             task_room = max(int(2048 * TASK_SHARE), input_tokens)

@@ -32,11 +32,10 @@ import attrs
 
 from .archive import HistoryArchive
 from .budget import (
-    SUMMARY_TOKENS_FLOOR,
-    TASK_SHARE,
     default_input_budget,
     in_estimate_units,
     summary_input_budget,
+    task_share,
 )
 from .call_state import CallOutcome, CallState, Cut, FlowSettings, L1View, StateUpdate, Tail
 from .checkpoint import (
@@ -75,7 +74,6 @@ from .l2 import (
     describe_error,
     select_cutoff,
     trim_tail,
-    validate_summary,
 )
 from .memo import Memo
 from .messages import Message
@@ -93,7 +91,7 @@ from .summarize import (
     whole_tokens,
 )
 from .summary_call import InputHalver, RetryPolicy, SummaryCall
-from .task_text import TaskSection, summary_task
+from .task_text import TaskSection, fitted_summary, summarizer_limit, summary_task
 from .totals import HistorySize
 from .usage import Usage
 
@@ -406,7 +404,7 @@ def _summarize(r: CallState, l1: L1View, cut: Cut) -> Generator[Effect, Any, Sum
     call = SummaryCall(
         cleaned,
         s.config.summary_prompt,
-        _rest_limit(cut.summary_limit, task),
+        summarizer_limit(cut.summary_limit, task, s.estimator),
         policy=RetryPolicy.from_config(s.config, s.is_overflow),
         halver=InputHalver(history, s.estimator),
         whole=list(history),
@@ -424,17 +422,10 @@ def _summarize(r: CallState, l1: L1View, cut: Cut) -> Generator[Effect, Any, Sum
 def _task_section(r: CallState, cut: Cut) -> TaskSection:
     """The task sections the engine writes into the summary message: the requests
     that set the work and the newest one (and an earlier summary's task), verbatim
-    within the task's room in the summary (its own room when it is too large for
-    its share, else that share)."""
-    room = cut.task_limit or int(cut.summary_limit * TASK_SHARE)
+    within the task's room in the summary, their headers included (its own room
+    when it is too large for its share, else that share)."""
+    room = cut.task_limit or task_share(cut.summary_limit)
     return summary_task(r.state[: cut.global_], cut.task, room, r.settings.estimator)
-
-
-def _rest_limit(limit: int, task: TaskSection) -> int:
-    """What the summarizer may write beside the task: the summary bound less what the
-    task sections take (the task has at most 7/8 of the bound), at least the floor or
-    an eighth of the bound, whichever is less (a user's small bound holds)."""
-    return max(min(SUMMARY_TOKENS_FLOOR, limit // 8), limit - task.tokens)
 
 
 def _new_event(
@@ -453,7 +444,7 @@ def _new_event(
     limit = call.budget
     # a wrapped failure is described by what the summarizer raised
     raw = summary.cause if isinstance(summary, SummarizerError) and summary.cause else summary
-    checked = validate_summary(raw, limit=limit, estimator=s.estimator)
+    checked = fitted_summary(raw, task, cut.summary_limit, s.estimator)
     if checked.error is not None:
         if isinstance(summary, SummarizerError):
             log.error("ARS: summary model failed: %s", checked.error)
@@ -462,7 +453,7 @@ def _new_event(
         prompt = s.config.summary_prompt
         extractive = ExtractiveSummarizer(summary_tokens=limit, task=call.task)
         fallback = extractive.summarize(call.input_for(extractive), prompt)
-        fallback_text = validate_summary(fallback, limit=limit, estimator=s.estimator).text
+        fallback_text = fitted_summary(fallback, task, cut.summary_limit, s.estimator).text
         message = build_summary_message(
             None,
             cutoff=cut.global_,

@@ -101,7 +101,11 @@ def validate_summary(result: Any, *, limit: int, estimator: Estimator) -> Checke
     ``result`` is a ``SummaryResult``, a string, or the exception the
     summarizer raised. A summary that is not a string, or is empty, is a
     failure, as is an exception. A summary over ``limit`` tokens is cut
-    to fit, with a marker saying so, and a warning is logged.
+    to fit, with a marker saying so, and a warning is logged. The cut summary
+    is never empty: when ``limit`` leaves no room for the marker beside any of
+    the text (a limit under the marker's 20 tokens or so), the head that fits
+    is followed by an ellipsis alone, or stands alone when even that does not
+    fit (a limit of a token or two; at least one token is kept).
     """
     if isinstance(result, BaseException):
         return CheckedSummary(None, error=describe_error(result))
@@ -119,13 +123,31 @@ def validate_summary(result: Any, *, limit: int, estimator: Estimator) -> Checke
     if tokens <= limit:
         return CheckedSummary(text, usage=usage)
     marker = f"\n[ARS: this summary was cut to {limit} tokens; the summary model wrote {tokens}.]"
-    head = fit_preview(estimator, text, limit, "", overhead=estimator.count_text(marker))
+    head = _cut_head(estimator, text, limit, marker)
     log.warning(
         "ARS: the summary model returned %d tokens, more than the %d allowed; cut to fit",
         tokens,
         limit,
     )
-    return CheckedSummary(head + marker, usage=usage, cut_from=tokens)
+    return CheckedSummary(head, usage=usage, cut_from=tokens)
+
+
+def _cut_head(estimator: Estimator, text: str, limit: int, marker: str) -> str:
+    """The head of ``text`` that fits ``limit`` tokens (at least 1) with ``marker``
+    after it; with a bare ellipsis when the marker leaves no room for any text, and alone
+    when neither does; never empty."""
+    limit = max(1, limit)
+    for mark in (marker, "…", ""):
+        overhead = estimator.count_text(mark)
+        for _ in range(3):  # the head and the mark counted apart may differ from the whole
+            head = fit_preview(estimator, text, limit, "", overhead=overhead)
+            over = estimator.count_text(head + mark) - limit
+            if over <= 0 or not head.strip():
+                break
+            overhead += over
+        if head.strip() and over <= 0:
+            return head + mark
+    return text.strip()[:1]
 
 
 def tool_pairs(messages: Sequence[Message]) -> list[tuple[int, int]]:

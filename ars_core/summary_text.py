@@ -32,6 +32,7 @@ __all__ = [
     "SECTION_MARK",
     "SHORTENED_TEXT",
     "SUMMARY_HEADER",
+    "TEXT_LEFT_OUT",
     "Earlier",
     "archives_section",
     "bullets",
@@ -280,6 +281,8 @@ REQUEST_ELIDED = (
     "characters of this request left out here; the whole request is in the "
     "conversation history file"
 )
+#: ... in a request shortened to a tiny room (its head and tail, or nothing but this)
+TEXT_LEFT_OUT = "characters left out"
 #: metadata key of an omitted-messages note: the anchors of what it stands for
 MARK_OMITTED = "ars_omitted"
 #: files an omitted-messages note names at most

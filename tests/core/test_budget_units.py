@@ -79,4 +79,5 @@ def test_the_summary_bound_is_in_the_estimators_units(lean: bool) -> None:
         text = out.update.event.summary_message.text
         task = text[: text.index("⟦ARS⟧ Summary")].split("\n\n", 1)[1]
         assert task.startswith("⟦ARS⟧ Task\nTASK: make the parser")
-        assert abs(bound - (limit - est.count_text(task))) <= 3
+        frame = est.count_text("⟦ARS⟧ Summary\n\n\n⟦ARS⟧ end of summary")  # around its text
+        assert abs(bound - (limit - est.count_text(task) - frame)) <= 3

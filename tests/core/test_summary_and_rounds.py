@@ -69,7 +69,8 @@ class TestSummaryIsChecked:
         self, mode: str, caplog: pytest.LogCaptureFixture
     ) -> None:
         """A 3 MB summary is cut with a marker to its bound: ``summary_max_tokens``
-        less the task sections the engine wrote before it; the next request stays small."""
+        less the task sections the engine wrote before it and the frame around the text
+        (its header, the end mark); the next request stays small."""
         huge = "the summary goes on and on " * 110_000  # ~3 MB
         compressor = Compressor(
             small_config(summary_max_tokens=200),
@@ -87,7 +88,8 @@ class TestSummaryIsChecked:
         cut = re.search(r"\[ARS: this summary was cut to (\d+) tokens", text)
         assert cut is not None and task.startswith("⟦ARS⟧ Task")
         bound = int(cut.group(1))  # what the task sections left (counted part by part)
-        assert abs(bound - (200 - compressor.estimator.count_text(task))) <= 3
+        frame = compressor.estimator.count_text(f"{SUMMARY_MARK}\n\n⟦ARS⟧ end of summary")
+        assert abs(bound - (200 - compressor.estimator.count_text(task) - frame)) <= 3
         assert text.index(huge[:30]) > text.index(SUMMARY_MARK) and len(text) < 2_000
         assert f"more than the {bound} allowed; cut to fit" in caplog.text
         assert outcome.tokens_after < compressor.config.threshold_tokens

@@ -30,6 +30,8 @@ OPENING = "Summary of the earlier conversation (messages 1-{}; they are no longe
 MODES = pytest.mark.parametrize("mode", ["sync", "async"])
 #: ``summary_max_tokens=600`` in the approx estimator's units (the engine's, with its margin)
 LIMIT_600 = in_estimate_units(SummaryConfig(summary_max_tokens=600), EST).summary_token_limit
+#: what the engine puts around a model's text: its header and the end mark
+FRAME = EST.count_text("⟦ARS⟧ Summary\n\n\n⟦ARS⟧ end of summary")
 
 
 def agent_run(turns: int = 10, *, task: str = TASK) -> list[Message]:
@@ -93,7 +95,8 @@ def test_a_model_summarizer_is_not_asked_for_the_task_and_is_bounded_by_what_it_
 ) -> None:
     """A model's prompt says the requests are kept verbatim beside the summary and not
     to restate them; its bound is the summary bound less the task section; its text
-    follows the task under its own header."""
+    follows the task under its own header (the bound leaves room for that header and
+    the end mark too)."""
     fake = FakeSummarizer("The agent ran the case tests; case 7 still fails.")
     out = run(mode, engine(fake, summary_keep_messages=4, summary_max_tokens=600), agent_run())
     event = out.update.event
@@ -104,7 +107,7 @@ def test_a_model_summarizer_is_not_asked_for_the_task_and_is_bounded_by_what_it_
     task = f"⟦ARS⟧ Task\n{TASK}"
     bound = fake.bounds[-1]  # (async: asked once for each method it might call)
     assert set(fake.bounds) == {bound}
-    assert abs(bound - (LIMIT_600 - EST.count_text(task + "\n\n"))) <= 2
+    assert abs(bound - (LIMIT_600 - EST.count_text(task + "\n\n") - FRAME)) <= 2
     assert event.summary_message.text == (
         f"{OPENING.format(17)}\n\n{task}\n\n⟦ARS⟧ Summary\n"
         f"The agent ran the case tests; case 7 still fails.\n\n⟦ARS⟧ end of summary{saved(event)}"
@@ -165,9 +168,9 @@ def test_first_and_newest_requests_larger_than_their_room_keep_head_and_tail() -
         assert body.startswith(request[:40]) and body.endswith(request[-40:])
         assert REQUEST_ELIDED in body and len(body) < len(request)
     task = event.summary_message.text.split("\n\n⟦ARS⟧ Summary")[0].split("\n\n", 1)[1]
-    assert EST.count_text(task) <= LIMIT_600 * 3 // 4 + 30  # its share, and the headers
+    assert EST.count_text(task) <= LIMIT_600 * 3 // 4  # its share, the headers included
     (bound,) = fake.bounds
-    assert abs(bound - (LIMIT_600 - EST.count_text(task + "\n\n"))) <= 4
+    assert abs(bound - (LIMIT_600 - EST.count_text(task + "\n\n") - FRAME)) <= 4
     extractive = ExtractiveSummarizer(mode="agent").with_budget(600, task=[first, newest])
     rest = extractive.summarize(state[: event.cutoff], "{messages}").text
     assert dict(parse_summary(rest))["Other user requests"] == f"- {middle}"
