@@ -23,7 +23,7 @@ from .memo import Memo
 from .messages import Message
 from .pairing import Pairing, pair_tool_calls
 from .stream import CompressionEvent, Level, Phase
-from .totals import HistorySize
+from .totals import CountLater, HistorySize, NewestFirst
 
 __all__ = ["CallOutcome", "CallState", "Cut", "FlowSettings", "L1View", "StateUpdate", "Tail"]
 
@@ -138,8 +138,14 @@ class CallState:
 
     def fits(self, limit: int) -> bool:
         """Whether the request before compression is below ``limit``: decided by the
-        bound when it is below, else by the exact count."""
-        return self.history.tokens + self.extra < limit or self.tokens_before < limit
+        bound when it is below, else by exact counts (the newest messages' until they
+        reach it, see :meth:`HistorySize.reaches`)."""
+        return not self.history.reaches(limit - self.extra)
+
+    def before(self) -> int | CountLater:
+        """What a stream event reports as ``tokens_before``: the exact count, made when
+        first read when only the bound is known (no decision of this call needed it)."""
+        return self.tokens_before if self.history.exact else CountLater(self.history, self.extra)
 
     def pair_history(self) -> None:
         """Pair the effective messages before any size is compared: the notes a view
@@ -174,7 +180,7 @@ class CallState:
             round_id=self.round_id,
             forced=self.forced,
             requested=self.requested,
-            tokens_before=self.tokens_before,
+            tokens_before=self.before(),
             threshold=self.settings.config.threshold_tokens,
             threshold_source=self.settings.threshold_source,
             **kw,
@@ -227,11 +233,22 @@ class CallState:
 
 @attrs.frozen
 class L1View:
-    """The view after L1, its size, and what a stream event reports about L1."""
+    """The view after L1, its size, and what a stream event reports about L1. The
+    size is exact: given, or counted from the newest message back as far as a
+    decision needs (:meth:`exceeds`) and whole when :attr:`tokens` is read."""
 
     view: list[Message]
-    tokens: int
+    size: int | NewestFirst
     fields: dict[str, Any]  # what a stream event reports about L1
+
+    @property
+    def tokens(self) -> int:
+        """The exact size of the request with this view."""
+        return self.size if isinstance(self.size, int) else self.size.total()
+
+    def exceeds(self, limit: int) -> bool:
+        """Whether the request with this view is above ``limit``."""
+        return self.size > limit if isinstance(self.size, int) else self.size.exceeds(limit)
 
 
 @attrs.frozen

@@ -19,7 +19,7 @@ from .l2 import build_summary_message, forbidden_cuts, select_cutoff
 from .layout import HISTORY_DIR
 from .messages import Message
 from .retention import is_user_request, task_statement
-from .summarize import MessageSizes, history_total, turn_tokens
+from .summarize import MessageSizes, history_exceeds, turn_tokens
 from .task_text import task_requests, whole_task_tokens
 
 __all__ = ["choose_cut", "conversation_tokens", "kept_cut"]
@@ -46,7 +46,7 @@ def choose_cut(r: CallState, l1: L1View) -> Cut | None:
             return None
         return _cut_at(r, preferred, start, r.budget.summary_token_limit)
     window = r.l2_threshold if r.forced else r.threshold  # an overflow: the real one is smaller
-    if preferred is None and l1.tokens <= window:
+    if preferred is None and not l1.exceeds(window):
         return None  # keep or fewer messages that fit the window: sent as they are
     return _lean_cut(r, l1, keep, start, forbidden)
 
@@ -155,7 +155,7 @@ def conversation_tokens(history: Sequence[Message], estimator: Estimator) -> int
     else 0 (an agent run: its summary is sized from its task, its input from
     what it keeps whole)."""
     turns = turn_tokens(history, estimator)
-    return turns if 2 * turns >= history_total(history, estimator) else 0
+    return 0 if history_exceeds(history, estimator, 2 * turns) else turns
 
 
 def _nines(n: int) -> int:

@@ -92,7 +92,7 @@ from .summarize import (
 )
 from .summary_call import InputHalver, RetryPolicy, SummaryCall
 from .task_text import TaskSection, fitted_summary, summarizer_limit, summary_task
-from .totals import HistorySize
+from .totals import HistorySize, NewestFirst
 from .usage import Usage
 
 __all__ = ["CallOutcome", "FlowSettings", "StateUpdate", "can_compact", "flow"]
@@ -207,7 +207,7 @@ def _dropped_notice(r: CallState) -> Generator[Effect, Any, None]:
         level="L2",
         round_id=uuid.uuid4().hex[:12],
         forced=r.forced,
-        tokens_before=r.tokens_before,
+        tokens_before=r.before(),
         threshold=r.settings.config.threshold_tokens,
         threshold_source=r.settings.threshold_source,
     )
@@ -259,20 +259,23 @@ def _level1(r: CallState) -> Generator[Effect, Any, L1View]:
     plan = offload_inline_media(plan, tool_token_limit=s.config.summary_tool_result_token_limit)
     failed_writes: set[str] = (yield Write(plan.writes)) if plan.writes else set()
     view, offloaded = plan.finalize(failed_writes)
+    fields = {"offloaded": offloaded, "truncated_args": plan.truncated_args}
+    if not r.history.exact:  # counted from the newest message back as far as decisions need
+        est = s.estimator
+        return L1View(view, NewestFirst(view, lambda m: message_tokens(est, m), r.extra), fields)
     replaced = plan.replaced
     tokens = (
         r.tokens_before
         + sum(message_sizes(s.estimator, [view[i] for i in replaced]))
         - sum(message_sizes(s.estimator, list(replaced.values())))
     )
-    fields = {"offloaded": offloaded, "truncated_args": plan.truncated_args}
     return L1View(view, tokens, fields)
 
 
 def _after_l1(r: CallState, l1: L1View) -> Flow:
     """Send the L1 view when it fits the L2 threshold, else summarize (L2)."""
     sent: ModelResult | None = None
-    if not r.forced and not r.requested and l1.tokens <= r.l2_threshold:
+    if not r.forced and not r.requested and not l1.exceeds(r.l2_threshold):
         view = r.send(l1.view)
         sent = yield CallModel(view)
         if not r.overflowed(sent):

@@ -31,10 +31,10 @@ from typing import cast
 import attrs
 
 from . import memo
-from .estimate import Estimator, message_tokens
+from .estimate import CachingEstimator, Estimator, is_bounded, message_tokens
 from .files import decode_text, encode_text, sanitize_name, text_sha256
 from .layout import LARGE_TOOL_RESULTS_DIR, LARGE_USER_MESSAGES_DIR
-from .memo import L1_PLAN, L1_USER, estimator_key
+from .memo import L1_PLAN, L1_USER, TOKENS, estimator_key
 from .messages import (
     MARK_OFFLOADED,
     MARK_SUMMARY,
@@ -262,12 +262,26 @@ def _offload(
     # kept media are not charged to the preview (the media rule moves them, not the text's)
     shell = message_tokens(estimator, message.with_content(""))
     frame = offload_body(path, text, "", tokens, user=user) + "\nPreview:\n"
-    preview = fit_head_and_tail(estimator, text, limit, frame, overhead=shell + 1)
+    counts: dict[str, int] = {}
+    preview = fit_head_and_tail(estimator, text, limit, frame, overhead=shell + 1, counts=counts)
     body = offload_body(path, text, preview, tokens, user=user)
-    content: str | tuple[ContentPart, ...] = (
-        body if isinstance(message.content, str) else (ContentPart(type="text", text=body), *kept)
-    )
+    if isinstance(message.content, str):
+        new = message.with_content(body, **{MARK_OFFLOADED: path})
+        _keep_count(estimator, new, shell, counts.get(body))
+        return new, FileWrite(path, text)
+    content = (ContentPart(type="text", text=body), *kept)
     return message.with_content(content, **{MARK_OFFLOADED: path}), FileWrite(path, text)
+
+
+def _keep_count(estimator: Estimator, new: Message, shell: int, body: int | None) -> None:
+    """Keeps the count of ``new`` (a message whose text the preview fit counted:
+    ``body`` tokens) as the built-in estimators count a message with a text content:
+    its ``shell`` (the message with no text) plus the text."""
+    if body is not None and isinstance(estimator, CachingEstimator):
+        kind = type(estimator)  # counting a message as CachingEstimator does
+        if kind.count_message is CachingEstimator.count_message:
+            if kind.measure is CachingEstimator.measure:
+                TOKENS.put(new, shell + body, estimator.cache_key)
 
 
 def _offloaded_body(message: Message, estimator: Estimator, limit: int) -> bool:
@@ -297,6 +311,14 @@ def _text_tokens(estimator: Estimator, m: Message, size: int) -> int:
     )
 
 
+def _above(estimator: Estimator, m: Message, limit: int) -> bool:
+    """Whether ``m``'s count is above ``limit``; not counted when its bound (a
+    :class:`~ars_core.capabilities.BoundedEstimator`'s) is within ``limit``."""
+    if is_bounded(estimator) and estimator.token_bound(m) <= limit:
+        return False
+    return message_tokens(estimator, m) > limit
+
+
 #: what L1 makes of one message: its view form, the file to write, arguments truncated
 _Planned = tuple[Message, "FileWrite | None", int]
 
@@ -312,12 +334,10 @@ def _plan_message(
     if m.metadata.get(MARK_SUMMARY) or _offloaded_body(m, estimator, tool_token_limit):
         return m, None, 0
     if m.role == "tool":
+        if not _above(estimator, m, tool_token_limit):
+            return m, None, 0
         size = message_tokens(estimator, m)
-        if (
-            size > tool_token_limit
-            and m.text
-            and _text_tokens(estimator, m, size) > tool_token_limit
-        ):
+        if m.text and _text_tokens(estimator, m, size) > tool_token_limit:
             new, write = _offload(m, estimator, tool_token_limit)
             if message_tokens(estimator, new) <= size:  # never larger than the original
                 return new, write, 0
@@ -457,7 +477,7 @@ def offload_oversized_user_messages(
         cached = L1_USER.get(m, key)
         if cached is None:
             cached = (m, ())
-            if not m.metadata.get(MARK_SUMMARY) and message_tokens(estimator, m) > threshold:
+            if not m.metadata.get(MARK_SUMMARY) and _above(estimator, m, threshold):
                 cached = _offload_user_message(m, estimator, threshold, preview_tokens, media)
             L1_USER.put(m, cached, key)
         if cached[1]:

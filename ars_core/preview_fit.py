@@ -121,18 +121,24 @@ def _fitted(
     room: int,
     first: int,
     render: Callable[[int], str] | None = None,
+    counts: dict[str, int] | None = None,
 ) -> int:
     """The longest ``m`` such that ``frame + render(m)`` (a head of ``text`` by default)
     fits ``room``, where ``length(k)`` is the length that about ``k`` tokens of text
     hold: the guess is ``length(room - first)``, confirmed by one count and moved back
     by what it overshot (BPE merges at the seams); after :data:`CONFIRMS` counts, a
-    search by counts below the last guess."""
+    search by counts below the last guess. A confirmed fit's count is kept in
+    ``counts`` (by its text)."""
     show = render if render is not None else (lambda m: text[:m])
     k = room - first
     m = length(k)
     for _ in range(CONFIRMS):
-        over = estimator.count_text(frame + show(m)) - room
+        framed = frame + show(m)
+        tokens = estimator.count_text(framed)
+        over = tokens - room
         if over <= 0:
+            if counts is not None:
+                counts[framed] = tokens
             return m
         k -= over
         m = min(m - 1, length(k))
@@ -142,12 +148,19 @@ def _fitted(
 
 
 def fit_head_and_tail(
-    estimator: Estimator, text: str, budget: int, frame: str, *, overhead: int = MESSAGE_OVERHEAD
+    estimator: Estimator,
+    text: str,
+    budget: int,
+    frame: str,
+    *,
+    overhead: int = MESSAGE_OVERHEAD,
+    counts: dict[str, int] | None = None,
 ) -> str:
     """Head and tail of ``text`` (two thirds head, one third tail, a gap line
     between) such that ``frame`` + preview (+ ``overhead``) fits ``budget``:
     the end of a test or build log, where the error usually is, stays in view.
-    A budget too small for both gets the head alone."""
+    A budget too small for both gets the head alone. ``counts`` receives the count
+    of ``frame`` + preview when the fit counted it (keyed by that text)."""
     room = budget - overhead
     first = estimator.count_text(frame)
     if first >= room:
@@ -165,7 +178,8 @@ def fit_head_and_tail(
         if confirmed:
             return text[:longest]
         assert ends is not None
-        return text[: _fitted(estimator, lambda k: _head(ends, k), frame, text, room, first)]
+        fit = _fitted(estimator, lambda k: _head(ends, k), frame, text, room, first, None, counts)
+        return text[:fit]
 
     if longest >= len(text) or not longest:
         return head_only()
@@ -183,7 +197,7 @@ def fit_head_and_tail(
         offsets = _offsets(estimator)
         assert offsets is not None
         length = _head_and_tail_length(offsets, text, longest, ends)
-        lo = _fitted(estimator, length, frame, text, room, framed, render=preview)
+        lo = _fitted(estimator, length, frame, text, room, framed, preview, counts)
     else:
         lo = _longest(longest, lambda m: count(frame + preview(m)), room, framed)
     # when the gap line would eat most of a small budget, the head alone says more

@@ -21,6 +21,7 @@ from .checkpoint import timestamp_now
 from .errors import MessageFormatError
 from .layout import LARGE_USER_MESSAGES_DIR, MEDIA_DIR
 from .retention import Retention
+from .totals import CountLater
 from .typing import EventEmitter, Level, Phase
 from .usage import Usage
 
@@ -58,7 +59,11 @@ class CompressionEvent:
     level: Level
     round_id: str
     forced: bool = False
-    tokens_before: int | None = None
+    #: the request's size before compression: exact, counted when first read when the
+    #: engine decided by a bound and needed no count (see :attr:`tokens_before`)
+    _tokens_before: int | CountLater | None = attrs.field(
+        default=None, alias="tokens_before", eq=lambda v: _value(v)
+    )
     tokens_after: int | None = None
     threshold: int | None = None
     cutoff: int | None = None
@@ -77,6 +82,13 @@ class CompressionEvent:
     orphan_results: int = 0
     #: tool calls with no result, answered in the view sent with a synthetic result
     unanswered_calls: int = 0
+
+    @property
+    def tokens_before(self) -> int | None:
+        """The exact size of the request before compression (the system message, the
+        tools and the effective messages); an engine that found it above T by a bound
+        counts it when this is first read."""
+        return _value(self._tokens_before)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable payload (the ``data`` of an SSE frame)."""
@@ -171,6 +183,10 @@ class CompressionEvent:
 
     def __len__(self) -> int:
         return len(self.to_dict())
+
+
+def _value(tokens: int | CountLater | None) -> int | None:
+    return tokens.value() if isinstance(tokens, CountLater) else tokens
 
 
 #: what an offload path holds, by its folder (anything else: a tool result)

@@ -38,9 +38,16 @@ from .budget import (
     task_budget,
 )
 from .capabilities import BudgetedSummarizer, has
-from .estimate import ApproxEstimator, Estimator, is_incremental, message_sizes, message_tokens
+from .estimate import (
+    ApproxEstimator,
+    Estimator,
+    is_bounded,
+    is_incremental,
+    message_sizes,
+    message_tokens,
+)
 from .extractive import ExtractiveSummarizer
-from .memo import KEPT_KIND, SHORTENED
+from .memo import KEPT_KIND, SHORTENED, TOKENS
 from .messages import ContentPart, Message
 from .prompt import media_reference, render_history, render_prompt
 from .retention import (
@@ -63,6 +70,7 @@ from .summary_text import (
     share_chars,
     shorten_text,
 )
+from .totals import no_bound
 from .usage import SummaryResult, Usage
 
 __all__ = [
@@ -80,6 +88,7 @@ __all__ = [
     "Usage",
     "bound_summarizer",
     "condense_history",
+    "history_exceeds",
     "history_total",
     "large_task_ceiling",
     "media_reference",
@@ -174,7 +183,7 @@ def condense_history(
     """
     est = estimator or ApproxEstimator()
     n = len(messages)
-    if history_total(messages, est) <= budget:
+    if not history_exceeds(messages, est, budget):
         return list(messages)
     sizes = MessageSizes(est, messages, 0)  # counted when read: the kept ones
     fixed, requests = _kept_whole(messages)
@@ -406,6 +415,36 @@ def history_total(history: Sequence[Message], estimator: Estimator) -> int:
     if is_incremental(estimator):
         return memo.current().history_tokens(history, estimator.cache_key, estimator.count_message)
     return sum(message_sizes(estimator, history))
+
+
+def history_exceeds(history: Sequence[Message], estimator: Estimator, limit: int) -> bool:
+    """Whether :func:`history_total` of ``history`` is above ``limit``, counting no more
+    than that takes: the engine's running total when it has it (a history that grew);
+    for a history nothing has counted and a :class:`~ars_core.capabilities.BoundedEstimator`,
+    the counts its messages hold, newest first, then the others' counts (newest first)
+    until they pass ``limit``; all of them when they do not (the total, then kept)."""
+    if not is_incremental(estimator):
+        return sum(message_sizes(estimator, history)) > limit
+    # a bounded estimator spares a count of all of it: so do the counts a decision needs
+    bound = no_bound if is_bounded(estimator) else None
+    count, key = estimator.count_message, estimator.cache_key
+    size = memo.current().history_size(history, key, count, bound)
+    if size.exact:
+        return size.tokens > limit
+    running, uncounted = 0, []
+    for m, known in zip(reversed(history), TOKENS.get_many(history[::-1], key), strict=True):
+        if known is None:
+            uncounted.append(m)
+        else:
+            running += known
+            if running > limit:
+                return True
+    for m in uncounted:
+        running += count(m)
+        if running > limit:
+            return True
+    size.counted()  # every message counted: the total is kept for the rounds after
+    return False
 
 
 class MessageSizes(Sequence[int]):

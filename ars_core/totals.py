@@ -12,12 +12,24 @@ reads it.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from itertools import accumulate
 from typing import Any
 
-__all__ = ["HistorySize", "Totals"]
+__all__ = ["CountLater", "HistorySize", "NewestFirst", "Totals", "no_bound"]
+
+
+#: the "bound" of a history nothing bounded (any count is below it)
+UNKNOWN = sys.maxsize
+
+
+def no_bound(message: Any) -> int:
+    """The bound that says nothing (see :meth:`Totals.size`): a history is sized by
+    counts alone, as far as a question needs (the bounds of a whole history cost more
+    than counting the few newest messages a small limit needs)."""
+    return UNKNOWN
 
 
 class Totals(list[int]):
@@ -82,10 +94,14 @@ class Totals(list[int]):
         any of it was counted before (its appended messages are counted, as every
         call does), else, given ``bound``, the sum of the bounds (kept as it grows;
         ``lock`` guards these totals when the exact count is made later; ``source``:
-        see :meth:`HistorySize.bound`)."""
+        see :meth:`HistorySize.bound`). With ``bound`` :func:`no_bound`, a history nothing
+        of which was counted is neither counted nor bounded (a question about its size
+        counts it from the newest message back, see :meth:`HistorySize.reaches`)."""
         n = len(messages)
         if bound is None or self.exact:
             return HistorySize(self.counted(messages, count, n))
+        if bound is no_bound:
+            return HistorySize.bound(UNKNOWN, self, messages, count, lock, source)
         tokens = self.bounded(messages, bound, n)
         return HistorySize.bound(tokens, self, messages, count, lock, source)
 
@@ -132,6 +148,25 @@ class HistorySize:
         size._count, size._lock = count, lock
         return size
 
+    def reaches(self, limit: int) -> bool:
+        """Whether the exact count is at least ``limit``, counting no more than that
+        takes: the bound answers below ``limit``; else messages are counted newest
+        first until their counts reach it (what is left counts at least nothing), or
+        all of them (then the exact count is kept, as :meth:`counted` keeps it)."""
+        if self.exact or self.tokens < limit:
+            return self.tokens >= limit
+        with self._lock:
+            count, totals, n = self._count, self._totals, self._n
+            if totals is None or count is None:  # counted by another thread meanwhile
+                return self.tokens >= limit
+            messages = self._source if totals.version == self._version else self._messages
+            running = 0
+            for i in range(n - 1, -1, -1):
+                running += count(messages[i])
+                if running >= limit:
+                    return True
+        return self.counted() >= limit
+
     def counted(self) -> int:
         """The exact count of the history (counted now when only bounded)."""
         if self.exact:
@@ -148,3 +183,51 @@ class HistorySize:
             self._messages = self._source = ()
             self._totals = None
         return total
+
+
+class CountLater:
+    """An exact count made when first read: the history's (:meth:`HistorySize.counted`)
+    plus ``extra`` (the system message and the tools). A stream event carries it for
+    ``tokens_before`` when the engine decided by a bound and never needed the count."""
+
+    __slots__ = ("_extra", "_size")
+
+    def __init__(self, size: HistorySize, extra: int) -> None:
+        self._size, self._extra = size, extra
+
+    def value(self) -> int:
+        return self._size.counted() + self._extra
+
+    def __repr__(self) -> str:  # a repr counts nothing (a debugger, a log of a task)
+        if self._size.exact:
+            return repr(self.value())
+        return f"<at most {self._size.tokens + self._extra}, counted when read>"
+
+
+class NewestFirst:
+    """The exact total of ``messages`` (plus ``extra``), counted from the newest
+    message back only as far as a question needs: whether it exceeds a limit reads
+    the newest messages until their counts pass it (a view far above a threshold
+    counts a few), the total reads them all. One call's, not thread-safe."""
+
+    __slots__ = ("_count", "_messages", "_next", "_sum")
+
+    def __init__(self, messages: Sequence[Any], count: Callable[[Any], int], extra: int) -> None:
+        self._messages, self._count = messages, count
+        self._next, self._sum = len(messages), extra
+
+    def exceeds(self, limit: int) -> bool:
+        """Whether the exact total is above ``limit``."""
+        messages, count = self._messages, self._count
+        while self._sum <= limit and self._next > 0:
+            self._next -= 1
+            self._sum += count(messages[self._next])
+        return self._sum > limit
+
+    def total(self) -> int:
+        """The exact total (every message counted)."""
+        messages, count = self._messages, self._count
+        while self._next > 0:
+            self._next -= 1
+            self._sum += count(messages[self._next])
+        return self._sum

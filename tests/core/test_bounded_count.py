@@ -23,6 +23,7 @@ from ars_core import (
     ApproxEstimator,
     CachingEstimator,
     CallOutcome,
+    CompressionEvent,
     Compressor,
     ContentPart,
     Message,
@@ -281,3 +282,77 @@ def test_a_count_read_late_is_of_the_history_the_call_saw(mode: str) -> None:
     grown = [*edited, user("next")]
     third = run(compressor, grown, mode)
     assert third.tokens_before == exact_size(grown, system)
+
+
+class ExactEncoding(ExactOnly):
+    """:class:`ExactOnly` naming its encoding: previews are fitted on its token offsets
+    as the default estimator's are (a search by counts may end a token apart)."""
+
+    encoding_name = "o200k_base"
+
+
+def agent_run(n_steps: int, tag: str) -> list[Message]:
+    """One request, then ``n_steps`` tool calls with their results (every third far
+    above L1's limit, the others small) and a last answer: an agent run nothing has
+    counted (every message a new object)."""
+    out: list[Message] = [user(f"{tag}: fix the failing test 🙂 " + words(80, seed=tag))]
+    for i in range(n_steps):
+        c = call("bash", command=f"pytest -x tests/test_{i}.py  # {tag} ü")
+        body = words(900 if i % 3 == 0 else 60, seed=f"{tag}{i}")
+        out += [assistant(f"{tag} step {i}", c), tool(c, f"{tag} {i} 結果\n{body}")]
+    return [*out, assistant(f"{tag}: done ✅")]
+
+
+@MODES
+def test_a_cold_round_counts_only_what_its_decisions_read(mode: str) -> None:
+    """An L2 round on an agent run far above T that nothing has counted: its level,
+    view, events and update are those of the engine that counts everything; the
+    round counted the newest messages until they passed each threshold, the kept
+    tail and what the summary input reads, not the small messages it summarized
+    (the older tool calls hold no count after it); the events' ``tokens_before``,
+    read afterwards, is the exact size of the request."""
+    history = agent_run(40, "cold")
+    system = "You are a careful agent. 日本語も話せます。"
+    size = exact_size(history, system)
+    seen, bounded_history = [], fresh(history)
+    for estimator, messages in (
+        (TiktokenEstimator(), bounded_history),
+        (ExactEncoding(), fresh(history)),
+    ):
+        compressor, emitter = engine(estimator, size // 6)
+        outcome = run(compressor, messages, mode)
+        if not isinstance(estimator, ExactOnly):
+            calls = [m for m in messages[:40] if m.tool_calls]
+            uncounted = [m for m in calls if O200K.cache_key not in m._cache]
+            assert len(uncounted) >= len(calls) // 2
+        assert outcome.update is not None and outcome.update.event is not None
+        seen.append(observed(outcome, emitter))
+    assert seen[0] == seen[1]
+    assert seen[0]["level"] == "L2"
+    assert [e[2] for e in seen[0]["events"]] == [size, size]
+
+
+def test_an_event_counted_when_read_is_the_event_of_its_count() -> None:
+    """A ``started`` event of a round the bound decided carries its size uncounted: it
+    equals (and hashes as) the event built with the exact count, its dict and the
+    dict read back hold that count, and its repr counts nothing."""
+    history = agent_run(12, "event")
+    system = "You are a careful agent. 日本語も話せます。"
+    size = exact_size(history, system)
+    compressor, emitter = engine(TiktokenEstimator(), size // 4)
+    run(compressor, history, "sync")
+    started = emitter.events[0]
+    assert started.phase == "started"
+    assert "counted when read" in repr(started)
+    exact = CompressionEvent(
+        phase="started",
+        level=started.level,
+        round_id=started.round_id,
+        tokens_before=size,
+        threshold=started.threshold,
+        timestamp=started.timestamp,
+    )
+    assert started == exact and hash(started) == hash(exact)
+    assert started.tokens_before == size and started.to_dict()["tokens_before"] == size
+    assert CompressionEvent.from_dict(started.to_dict()) == exact
+    assert f"tokens_before={size}" in repr(started)

@@ -135,3 +135,32 @@ def test_token_ends_are_where_each_token_of_one_encoding_pass_ends(name: str) ->
     for i in range(0, len(tokens), 7):
         decoded = encoding.decode_bytes(tokens[: i + 1]).decode("utf-8", "replace")
         assert ends[i] == len(decoded), i
+
+
+@pytest.mark.spec("R12", "R57")
+@pytest.mark.parametrize("seed", ["a", "b", "c", "d"])
+def test_an_offloaded_result_keeps_the_count_of_what_it_became(seed: str) -> None:
+    """L1 keeps the count its preview fit made of an offloaded result's new body: the
+    count the message then holds is the one a fresh count of it gives (texts of
+    every kind, with a name and a call id, a head-and-tail preview and a head one)."""
+    from ars_core import ContentPart, Message
+    from ars_core.l1 import plan_l1
+
+    est = TiktokenEstimator()
+    texts = [
+        ("x = 1\n" + "résumé 表情 🙂 value=" * 400 + f"\nError {seed}\n") * 3,
+        f"{seed} " + "token " * 3000,
+        "".join(f"line {i}: {seed * (i % 7)}\n" for i in range(900)),
+    ]
+    history = [Message(role="user", content="go")]
+    for i, text in enumerate(texts):
+        history.append(Message(role="tool", content=text, name=f"t{i}", tool_call_id=f"c{i}"))
+    plan = plan_l1(history, estimator=est, tool_token_limit=300)
+    assert set(plan.replaced) == {1, 2, 3}
+    for i in plan.replaced:
+        new = plan.view[i]
+        assert est.count_message(new) == est.measure(new)
+        assert est.count_message(new) <= 300
+    part = Message(role="tool", content=(ContentPart(type="text", text=texts[0]),), name="p")
+    parted = plan_l1([part], estimator=est, tool_token_limit=300).view[0]
+    assert est.count_message(parted) == est.measure(parted)

@@ -346,3 +346,26 @@ def test_error_lines_are_every_line_that_reports_an_error() -> None:
         expected = [" ".join(line.split()) for line in text.splitlines() if marker.search(line)]
         got = error_lines(history)
         assert got == list(dict.fromkeys(reversed(expected)))[::-1], (text, got)
+
+
+@pytest.mark.spec("R58")
+@pytest.mark.parametrize("n_steps", [3, 40, 200])
+@pytest.mark.parametrize("last", [1, 3, 8, 50])
+def test_the_latest_items_are_those_of_the_whole_history(n_steps: int, last: int) -> None:
+    """The latest ``last`` files edited and error lines, read from the newest messages
+    first (a long history is not read whole when they are found there), are the last
+    ``last`` of what the whole history holds, ordered by where each occurs last:
+    errors and edits sparse or frequent, repeated or not, early or late."""
+    history: list = [user("fix the build")]
+    for i in range(n_steps):
+        edit = i % 7 == 0 or i < 3
+        c = (
+            call("write_file", path=f"src/m{i % 11}.py", content="x = 1")
+            if edit
+            else call("bash", command=f"make target{i} > out/{i % 5}.log")
+        )
+        text = f"line {i}\nERROR: failed step {i % 13}\n" if i % 9 == 0 else f"ok {i}"
+        history += [assistant(f"step {i}", c), tool(c, text)]
+    for reader in (edited_files, error_lines):
+        whole = reader(history)
+        assert reader(history, last=last) == whole[-last:]
