@@ -678,6 +678,7 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Sequence[str], str]]:
         ),
         "plot of no image format": (["replay", good, "--plot", "tokens.txt"], "image format"),
         "plot without a format": (["replay", good, "--plot", "tokens"], "image format"),
+        "empty output folder": (["replay", good, "--out", ""], "--out: name a folder"),
         "unknown option": (["replay", good, "--frobnicate"], "--frobnicate"),
         "unknown command": (["compress"], "compress"),
     }
@@ -714,6 +715,7 @@ BAD_INPUT_EXIT = {
     "plot into a missing folder": 1,
     "plot of no image format": 2,
     "plot without a format": 2,
+    "empty output folder": 2,
     "unknown option": 2,
     "unknown command": 2,
 }

@@ -222,6 +222,8 @@ def _setup(args: argparse.Namespace) -> _Setup:
     )
     summarizer = make_summarizer(args.summarizer)
     _check_plot(Path(args.plot) if args.plot else None)
+    if not args.out.strip():  # Path("") is the working directory: never taken by accident
+        raise CliError("--out: name a folder (an empty name is not one)", USAGE)
     if samples and not SAMPLE_DIR.is_dir():
         raise CliError(f"the shipped sample runs are missing ({SAMPLE_DIR}); pass RUN files")
     return _Setup(config, estimator, _exact_counter(estimator), summarizer, Path(args.out))

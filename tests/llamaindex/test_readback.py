@@ -5,6 +5,7 @@ restart) too."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from ars_core.l1 import sha256_text
 from ars_llamaindex import ArsFunctionAgent, ArsMemory
 from ars_llamaindex.testing import ScriptedLLM, tool_call
 from tests.llamaindex.helpers import Workspace
+from tests.procs import repo_env, run_module
 
 pytestmark = pytest.mark.anyio
 
@@ -74,3 +76,35 @@ async def test_an_agent_reads_back_with_the_memorys_tool_after_a_restart(
     assert tool.call(path=path, offset=0, limit=1).content == (
         "     1\tline 0: compiled module 0\n[lines 1-1 of 300; read on with offset=1]"
     )
+
+
+@pytest.mark.spec("R61", "R12")
+def test_an_agent_in_a_new_process_reads_back_what_the_first_one_offloaded(
+    tmp_path: Path, table_name: str
+) -> None:
+    """Process 1 offloads a 300-line ``bash`` result (no backend given: ``./.ars`` in the
+    working directory). Process 2, a restart over the same SQLite chat store, is asked
+    about it: the agent calls the memory's ``read_ars_file`` on the path it was shown
+    and gets the original last lines."""
+    from tests.llamaindex._readback_child import KEY, OUTPUT
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 'chat.db'}"
+    path = f"outputs/large_tool_results/bash-{sha256_text(OUTPUT)}.txt"
+    env = repo_env()
+    env.pop("ARS_FILES_DIR", None)  # the default folder
+
+    def turn(*args: str) -> dict[str, Any]:
+        result = run_module("tests.llamaindex._readback_child", *args, cwd=tmp_path, env=env)
+        assert result.returncode == 0, result.stderr
+        assert "WARNING" not in result.stderr, result.stderr
+        return dict(json.loads(result.stdout.splitlines()[-1]))
+
+    first = turn("1", url, table_name)
+    assert any(f"saved to {path}." in t for t in first["sent"]), first["sent"]
+    on_disk = tmp_path / ".ars" / "threads" / KEY / path
+    assert on_disk.read_text(encoding="utf-8") == OUTPUT
+
+    second = turn("2", url, table_name, path)
+    assert second["answers"] == [
+        "   299\tline 298: compiled module 298\n   300\tline 299: compiled module 299"
+    ]
