@@ -5,7 +5,8 @@ Each file of a batch is written whole under a temporary name in its folder
 temporary to disk at once (an ``fsync`` of each, issued together from a few
 threads, so the file system commits them in one journal write instead of one
 per file), renames each into place, and flushes each folder that received one
-(so the new names survive a power loss too). A file is reported written only
+(so the new names survive a power loss too; :meth:`LocalBatch.commit_names`
+leaves that last step to :func:`flush_folders`). A file is reported written only
 once all of that succeeded for it; a file whose step failed has its temporary
 removed and its error reported, the others are unaffected.
 """
@@ -16,10 +17,20 @@ import errno
 import os
 import threading
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, BinaryIO, cast
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, BinaryIO, TypeVar, cast
 
-__all__ = ["BATCH_FILES", "CHUNK", "FLUSH_THREADS", "LocalBatch", "flush"]
+__all__ = [
+    "BATCH_FILES",
+    "CHUNK",
+    "FLUSH_THREADS",
+    "WRITE_THREADS",
+    "Folders",
+    "LocalBatch",
+    "flush",
+    "flush_folders",
+    "in_background",
+]
 
 #: writes go out in pieces of this size
 CHUNK = 1024 * 1024
@@ -27,24 +38,37 @@ CHUNK = 1024 * 1024
 BATCH_FILES = 256
 #: threads that flush the files of one batch at once
 FLUSH_THREADS = 16
+#: threads that write whole steps beside the caller's work (:func:`in_background`)
+WRITE_THREADS = 8
 #: ``fsync`` errors meaning the file system offers no flush for this file (it is as
 #: durable as that file system makes it): not a failed write
 _UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF})
 
-_pool: tuple[int, ThreadPoolExecutor] | None = None
+T = TypeVar("T")
+#: folders that received renamed files, with the keys of those files
+Folders = dict[str, list[Hashable]]
+
+_pools: dict[str, tuple[int, ThreadPoolExecutor]] = {}
 _pool_lock = threading.Lock()
 
 
-def _executor() -> ThreadPoolExecutor:
-    """The flushing threads of this process (a forked child makes its own)."""
-    global _pool
+def _executor(name: str = "flush", workers: int = FLUSH_THREADS) -> ThreadPoolExecutor:
+    """The ``name`` threads of this process (a forked child makes its own)."""
     with _pool_lock:
-        if _pool is None or _pool[0] != os.getpid():
-            _pool = (
+        pool = _pools.get(name)
+        if pool is None or pool[0] != os.getpid():
+            pool = _pools[name] = (
                 os.getpid(),
-                ThreadPoolExecutor(FLUSH_THREADS, thread_name_prefix="ars-flush"),
+                ThreadPoolExecutor(workers, thread_name_prefix=f"ars-{name}"),
             )
-        return _pool[1]
+        return pool[1]
+
+
+def in_background(fn: Callable[..., T], *args: Any) -> Future[T]:
+    """``fn(*args)`` in a writing thread: a step's writes and their barrier run while
+    the caller goes on (these threads only wait on the flushing ones, never the
+    reverse, so a full pool only queues)."""
+    return _executor("write", WRITE_THREADS).submit(fn, *args)
 
 
 def flush(fd: int | None) -> OSError | None:
@@ -159,6 +183,14 @@ class LocalBatch:
     def commit(self) -> dict[Hashable, Exception]:
         """Flush every staged temporary at once, rename each into place, flush their
         folders; the error of each file that is not written (its temporary removed)."""
+        errors, renamed = self.commit_names()
+        flush_folders(renamed, errors)
+        return errors
+
+    def commit_names(self) -> tuple[dict[Hashable, Exception], Folders]:
+        """:meth:`commit` but for the folders' flush: each file is whole under its name,
+        its bytes on disk; the folders that received one (with their files' keys), for
+        :func:`flush_folders` to make the new names durable."""
         staged, self._staged = self._staged, []
         errors: dict[Hashable, Exception] = {}
         try:
@@ -175,11 +207,10 @@ class LocalBatch:
                     errors[s.key] = exc
                     continue
                 renamed.setdefault(os.path.dirname(s.host), []).append(s.key)
-            _flush_folders(renamed, errors)
         except BaseException:  # interrupted: nothing half-done is left behind
             _discard(staged)
             raise
-        return errors
+        return errors, renamed
 
     def discard(self) -> None:
         """Remove every staged temporary (the batch is given up)."""
@@ -194,8 +225,9 @@ def _discard(staged: Sequence[_Staged]) -> None:
             _remove(s.tmp)
 
 
-def _flush_folders(renamed: dict[str, list[Hashable]], errors: dict[Hashable, Exception]) -> None:
-    """Flush each folder of ``renamed`` (at once); a folder that fails fails its files."""
+def flush_folders(renamed: Folders, errors: dict[Hashable, Exception]) -> None:
+    """Flush each folder of ``renamed`` (at once); a folder that fails fails its files
+    (their errors added to ``errors``)."""
     folders = list(renamed)
     run: Callable[[str], OSError | None] = _flush_folder
     results = (

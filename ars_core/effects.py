@@ -1,19 +1,25 @@
 """The effects the flow asks for, and the two shells that carry them out.
 
-:mod:`ars_core.flow` decides; it does no I/O. It *yields* one of four effects
+:mod:`ars_core.flow` decides; it does no I/O. It *yields* one of five effects
 and receives its result:
 
 * :class:`CallModel` -> a :class:`ModelResult` (the response, or the error),
 * :class:`Write` -> the set of paths whose write failed,
 * :class:`ArchiveAndSummarize` -> ``(Archived, SummaryResult or
   the :class:`~ars_core.errors.SummarizerError` the summary failed with)``;
-  the summary call's retries and timeout are :mod:`ars_core.summary_call`'s,
+  the summary call's retries and timeout are :mod:`ars_core.summary_call`'s;
+  on a local folder the flush of the archive's folder may still be running
+  (``Archived.pending``: where the archive is once that succeeds),
+* :class:`SettleArchive` -> the final :class:`Archived` of that pending write,
 * :class:`Emit` -> nothing (the stream event is delivered).
 
 :func:`dispatch` maps an effect to its handler, once, for both shells.
-:class:`SyncEffects` runs them in order (archive, then summary);
-:class:`AsyncEffects` awaits them and runs archive and summary concurrently
-in an anyio task group. :func:`run_sync` / :func:`run_async` drive a flow to
+:class:`SyncEffects` runs them in order (archive, then summary; on a local
+folder the archive's file is written and flushed first, and the flush of its
+folder, which makes its name durable, runs in a writing thread beside the
+summary and the flow's next steps until the flow settles it, before the view
+naming it is sent); :class:`AsyncEffects` awaits them and runs archive and
+summary concurrently in an anyio task group. :func:`run_sync` / :func:`run_async` drive a flow to
 its return value.
 """
 
@@ -23,12 +29,14 @@ import inspect
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Generator, Sequence
+from concurrent.futures import Future, wait
 from typing import Any, Protocol, TypeVar, cast
 
 import anyio
 import anyio.to_thread
 import attrs
 
+from ._local_files import in_background
 from .archive import ArchiveLog, ArchivePlan, HistoryArchive
 from .capabilities import (
     AsyncBackend,
@@ -39,7 +47,7 @@ from .capabilities import (
     has,
 )
 from .errors import SummarizerError
-from .files import FileBackend
+from .files import FileBackend, FsspecBackend
 from .l1 import FileWrite
 from .messages import Message
 from .stream import CompressionEvent
@@ -54,6 +62,7 @@ __all__ = [
     "Effect",
     "Emit",
     "ModelResult",
+    "SettleArchive",
     "SyncEffects",
     "Write",
     "WrittenPaths",
@@ -101,6 +110,15 @@ class Archived:
     path: str | None
     continues: str | None = None
     error: BaseException | None = None
+    #: the last step of the write (the flush of the archive's folder) is still
+    #: running: ``path`` is the archive's when it succeeds; :class:`SettleArchive`
+    #: gives the outcome
+    pending: bool = False
+
+
+@attrs.frozen
+class SettleArchive:
+    """Wait for the pending history archive write (the flush of its folder)."""
 
 
 @attrs.frozen
@@ -118,7 +136,7 @@ class ModelResult:
     error: BaseException | None = None
 
 
-Effect = CallModel | Write | ArchiveAndSummarize | Emit
+Effect = CallModel | Write | ArchiveAndSummarize | SettleArchive | Emit
 #: per backend, the paths already written by this process
 WrittenPaths = weakref.WeakKeyDictionary[Any, set[str]]
 SummaryOutcome = tuple[Archived, SummaryResult | SummarizerError]
@@ -133,6 +151,7 @@ class _Handlers(Protocol):
     def call_model(self, effect: CallModel) -> Any: ...
     def write(self, effect: Write) -> Any: ...
     def archive_and_summarize(self, effect: ArchiveAndSummarize) -> Any: ...
+    def settle_archive(self, effect: SettleArchive) -> Any: ...
     def emit(self, effect: Emit) -> None: ...
 
 
@@ -144,6 +163,8 @@ def dispatch(effect: Effect, handlers: _Handlers) -> Any:
         return handlers.write(effect)
     if isinstance(effect, ArchiveAndSummarize):
         return handlers.archive_and_summarize(effect)
+    if isinstance(effect, SettleArchive):
+        return handlers.settle_archive(effect)
     handlers.emit(effect)
     return None
 
@@ -250,6 +271,13 @@ def _archived(
     return Archived(plan.path, plan.continues)
 
 
+def barrier_beside(backend: FileBackend) -> bool:
+    """Whether ``backend``'s writes end with a local disk barrier that a round runs
+    beside its other steps (ARS's own local folders; any other backend is written
+    where the effect is carried out, as it always was)."""
+    return isinstance(backend, FsspecBackend) and backend.local_barrier
+
+
 def store(backend: FileBackend, write: FileWrite) -> None:
     """Write one file: as bytes when the backend takes them (a
     :class:`~ars_core.capabilities.BytesBackend`), else as text."""
@@ -257,6 +285,15 @@ def store(backend: FileBackend, write: FileWrite) -> None:
         cast(BytesBackend, backend).write_bytes(write.path, write.data)
     else:
         backend.write_text(write.path, write.text)
+
+
+def _finish(ledger: _Ledger, finish: Callable[[], dict[str, Exception]]) -> set[str]:
+    """The paths of ``ledger`` whose write failed, once ``finish`` (the last step of
+    their write) is done."""
+    errors = finish()
+    for w in ledger.todo:
+        ledger.record(w, errors.get(w.path))
+    return ledger.failed
 
 
 @attrs.define
@@ -269,6 +306,10 @@ class SyncEffects:
     deliver: Callable[[CompressionEvent], None]
     written: WrittenPaths
     archives: ArchiveLog = attrs.field(factory=ArchiveLog)
+    #: the history archive being written in a writing thread (:meth:`start_archive`)
+    pending: tuple[Future[set[str]], HistoryArchive, ArchivePlan] | None = attrs.field(
+        default=None, init=False
+    )
 
     def call_model(self, effect: CallModel) -> ModelResult:
         try:
@@ -297,13 +338,29 @@ class SyncEffects:
     def summarize(self, effect: ArchiveAndSummarize) -> SummaryResult | SummarizerError:
         return call_sync(self.summarizer, effect.call)
 
-    def archive(self, archive: HistoryArchive) -> Archived:
+    def start_archive(self, archive: HistoryArchive) -> Archived:
+        """Plan ``archive`` and write it. On a local folder (:func:`barrier_beside`) the
+        file is whole under its name, its bytes on disk, when this returns; the flush
+        of its folder (the name made durable) runs in a writing thread while the round
+        goes on: the result is ``pending`` until :meth:`settle_archive`."""
         plan = self.archives.plan(self.backend, archive)
-        failed = self.write(Write((plan.write,))) if plan.write is not None else set()
-        return _archived(self.archives, self.backend, archive, plan, failed)
+        if plan.write is None or not barrier_beside(self.backend):
+            failed = self.write(Write((plan.write,))) if plan.write is not None else set()
+            return _archived(self.archives, self.backend, archive, plan, failed)
+        ledger = _Ledger(self.written, self.backend, (plan.write,))
+        backend = cast(FsspecBackend, self.backend)
+        finish = backend.begin_files((w.path, w.pieces) for w in ledger.todo)
+        self.pending = (in_background(_finish, ledger, finish), archive, plan)
+        return Archived(plan.path, plan.continues, pending=True)
+
+    def settle_archive(self, effect: SettleArchive) -> Archived:
+        """The outcome of the pending archive write, once it is durable (or failed)."""
+        assert self.pending is not None, "no archive write is pending"
+        (done, archive, plan), self.pending = self.pending, None
+        return _archived(self.archives, self.backend, archive, plan, done.result())
 
     def archive_and_summarize(self, effect: ArchiveAndSummarize) -> SummaryOutcome:
-        return self.archive(effect.archive), self.summarize(effect)
+        return self.start_archive(effect.archive), self.summarize(effect)
 
     def emit(self, effect: Emit) -> None:
         self.deliver(effect.event)
@@ -364,7 +421,11 @@ class AsyncEffects:
         results: dict[str, Any] = {}
 
         async def archive() -> None:
-            results["archive"] = await self.archive(effect.archive)
+            if barrier_beside(self.sync.backend):  # planned off the loop, written beside
+                start = self.sync.start_archive
+                results["archive"] = await anyio.to_thread.run_sync(start, effect.archive)
+            else:
+                results["archive"] = await self.archive(effect.archive)
 
         async def summarize() -> None:
             results["summary"] = await self.summarize(effect)
@@ -373,6 +434,12 @@ class AsyncEffects:
             tg.start_soon(archive)
             tg.start_soon(summarize)
         return results["archive"], results["summary"]
+
+    async def settle_archive(self, effect: SettleArchive) -> Archived:
+        pending = self.sync.pending
+        if pending is not None and not pending[0].done():  # wait off the loop
+            await anyio.to_thread.run_sync(wait, [pending[0]])
+        return self.sync.settle_archive(effect)
 
     def emit(self, effect: Emit) -> None:
         self.sync.emit(effect)

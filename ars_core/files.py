@@ -16,7 +16,8 @@ local disk a file is also durable before a write returns: its temporary is
 flushed to disk (``fsync``) before the rename, and its folder after it.
 :meth:`FsspecBackend.write_files` writes the files of one round with one such
 barrier for all of them (their temporaries flushed together, then renamed, then
-their folders flushed), not one per file. A file
+their folders flushed), not one per file; :meth:`FsspecBackend.begin_files` leaves
+the folders' flush to a later call, so that it can run beside other work. A file
 that already holds exactly the bytes to write is left alone, so a new process
 does not rewrite what an earlier one wrote; a torn file left by an older version
 (wrong size, or wrong content where comparing is cheap) is rewritten.
@@ -39,10 +40,10 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ._local_files import BATCH_FILES, CHUNK, LocalBatch
+from ._local_files import BATCH_FILES, CHUNK, Folders, LocalBatch, flush_folders
 from .errors import FileBackendError, PathBoundaryError
 
 __all__ = [
@@ -226,6 +227,25 @@ def check_path(
     return norm
 
 
+def _commit(
+    batch: LocalBatch, norms: dict[str, str], errors: dict[str, Exception], folders: Folders
+) -> None:
+    """Write ``batch`` but for its folders' flush (they are added to ``folders``);
+    each file that fails, in ``errors``."""
+    failed, renamed = batch.commit_names()
+    for folder, keys in renamed.items():
+        folders.setdefault(folder, []).extend(keys)
+    _failed(failed, norms, errors)
+
+
+def _failed(
+    failed: dict[Hashable, Exception], norms: dict[str, str], errors: dict[str, Exception]
+) -> None:
+    for key, exc in failed.items():
+        path = str(key)
+        errors[path] = FileBackendError(norms[path], f"{type(exc).__name__}: {exc}")
+
+
 class FsspecBackend:
     """A :class:`FileBackend` over any fsspec filesystem.
 
@@ -270,6 +290,13 @@ class FsspecBackend:
         self._local = bool(self._protocols() & {"file", "local"})
         self._own_fs = self._local and type(fs) is not LocalFileSystem
 
+    @property
+    def local_barrier(self) -> bool:
+        """Whether :meth:`write_files` ends with a disk barrier on a local folder
+        (temporaries flushed, renamed, folders flushed): a wait worth running beside
+        other work (see :class:`~ars_core.effects.SyncEffects`)."""
+        return self._local and type(self).write_bytes is FsspecBackend.write_bytes
+
     def scoped(self, scope: str) -> FsspecBackend:
         """The same storage, scoped to one thread (``threads/<scope>/``).
 
@@ -312,7 +339,7 @@ class FsspecBackend:
     def write_bytes(self, path: str, data: bytes) -> str:
         """:meth:`write_text` for a text already encoded (:func:`encode_text`)."""
         if self._local:
-            error = self._write_local(((path, (data,)),)).get(path)
+            error = self.write_files(((path, (data,)),)).get(path)
             if error is not None:
                 raise error
             return check_path(path, write=True, read_only=self.read_only)
@@ -339,8 +366,8 @@ class FsspecBackend:
         and their folders flushed, instead of a flush per file. ``files`` is read
         one file at a time (a generator may encode each as it is reached), at most
         :data:`~ars_core._local_files.BATCH_FILES` of them held at once."""
-        if self._local and type(self).write_bytes is FsspecBackend.write_bytes:
-            return self._write_local(files)
+        if self.local_barrier:
+            return self.begin_files(files)()
         errors: dict[str, Exception] = {}
         for path, pieces in files:  # one at a time (a subclass's own write_bytes is kept)
             try:
@@ -349,16 +376,32 @@ class FsspecBackend:
                 errors[path] = exc
         return errors
 
-    def _write_local(self, files: Iterable[tuple[str, Sequence[bytes]]]) -> dict[str, Exception]:
-        """:meth:`write_files` on a local folder: one :class:`LocalBatch` barrier."""
+    def begin_files(
+        self, files: Iterable[tuple[str, Sequence[bytes]]]
+    ) -> Callable[[], dict[str, Exception]]:
+        """:meth:`write_files` up to its last step: on a local folder each file is
+        whole under its name and its bytes on disk when this returns, and the
+        returned ``finish()`` flushes their folders (the new names durable) and gives
+        what :meth:`write_files` gives; elsewhere ``finish()`` only gives it."""
+        if not self.local_barrier:
+            written = self.write_files(files)
+            return lambda: written
         errors: dict[str, Exception] = {}
-        batch, norms = LocalBatch(self.fs if self._own_fs else None), dict[str, str]()
+        norms: dict[str, str] = {}
+        batch, folders = LocalBatch(self.fs if self._own_fs else None), Folders()
         try:
-            self._stage_all(files, batch, norms, errors)
+            self._stage_all(files, batch, norms, errors, folders)
         except BaseException:  # interrupted: no temporary is left behind
             batch.discard()
             raise
-        return errors
+
+        def finish() -> dict[str, Exception]:
+            flushed: dict[Hashable, Exception] = {}
+            flush_folders(folders, flushed)
+            _failed(flushed, norms, errors)
+            return errors
+
+        return finish
 
     def _stage_all(
         self,
@@ -366,6 +409,7 @@ class FsspecBackend:
         batch: LocalBatch,
         norms: dict[str, str],
         errors: dict[str, Exception],
+        folders: Folders,
     ) -> None:
         for path, pieces in files:
             try:
@@ -384,15 +428,8 @@ class FsspecBackend:
             except Exception as exc:  # storage errors vary by filesystem
                 errors[path] = FileBackendError(norm, f"{type(exc).__name__}: {exc}")
             if len(batch) >= BATCH_FILES:
-                self._commit(batch, norms, errors)
-        self._commit(batch, norms, errors)
-
-    @staticmethod
-    def _commit(batch: LocalBatch, norms: dict[str, str], errors: dict[str, Exception]) -> None:
-        """Make ``batch`` durable; each file that fails, in ``errors``."""
-        for key, exc in batch.commit().items():
-            path = str(key)
-            errors[path] = FileBackendError(norms[path], f"{type(exc).__name__}: {exc}")
+                _commit(batch, norms, errors, folders)
+        _commit(batch, norms, errors, folders)
 
     @staticmethod
     def _temporary(host: str) -> str:

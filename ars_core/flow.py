@@ -12,8 +12,11 @@ with ``yield from``, as httpx writes its auth flows::
          |- L1 view fits the L2 threshold: call the model, done
          |- no valid cutoff: l1_fallback (send the L1 view)
          |- level2
-             |- summarize ... archive || (summary input, summary) -> new SummarizationEvent
-             |- trim_tail ... kept tail still too big: trim it (persisted by id)
+             |- summarize ... archive || (summary input, summary)
+             |- compose ..... new SummarizationEvent; trim_tail: kept tail still too
+             |                big, trim it (persisted by id); the retention audit
+             |- settle ...... the archive's write, run beside the steps above, is
+             |                durable (a failed one: compose again without its path)
              |- then ........ call the model, ``completed``
      a started round that raises (or is cancelled) reports ``failed``
 
@@ -55,6 +58,7 @@ from .effects import (
     Effect,
     Emit,
     ModelResult,
+    SettleArchive,
     Write,
     describe,
 )
@@ -70,6 +74,7 @@ from .estimate import (
 from .l1 import offload_oversized_user_messages, plan_l1
 from .l1_media import media_offloader, offload_inline_media
 from .l2 import (
+    CheckedSummary,
     build_summary_message,
     describe_error,
     select_cutoff,
@@ -319,10 +324,14 @@ def _level2(r: CallState, l1: L1View, cut: Cut) -> Flow:
     r.reached = "L2"
     if not r.started:  # the forced path announces itself when L2 begins
         yield r.start("L2")
-    new_event = yield from _summarize(r, l1, cut)
-    sent = yield from _trim_tail(r, l1, cut, new_event.summary_message)
-    retention = _audit(r, cut, sent.view)
-    new_event = attrs.evolve(new_event, retention=retention)
+    summarized = yield from _summarize(r, l1, cut)
+    new_event, sent, retention = yield from _compose(r, l1, cut, summarized)
+    if summarized.archived.pending:  # written beside the steps above: durable before it is named
+        archived = yield SettleArchive()
+        if archived.error is not None:
+            summarized = attrs.evolve(summarized, archived=_archive_failed(archived))
+            new_event, sent, retention = yield from _compose(r, l1, cut, summarized)
+    _report(cut, sent.view, retention)
     view = r.send(sent.view)
     result = yield CallModel(view)
     if result.error is not None:
@@ -348,15 +357,26 @@ def _level2(r: CallState, l1: L1View, cut: Cut) -> Flow:
     return r.outcome(result, view, "L2", sent.tokens, update)
 
 
-def _audit(r: CallState, cut: Cut, view: Sequence[Message]) -> Retention:
-    """The retention audit of the view this round sends: the task (every user
-    request up to the cutoff) and what the agent may need from the newly summarized
-    messages (files, commands, errors, tool-call ids). The result is a field of the
-    event; the log gets one INFO line, and a WARNING only when the model no longer
-    sees the task at all, or the newest request (nothing left of it in the view)."""
-    retention = audit_retention(r.raw[cut.start : cut.local], view, task=cut.task)
+def _compose(
+    r: CallState, l1: L1View, cut: Cut, summarized: _Summarized
+) -> Generator[Effect, Any, tuple[SummarizationEvent, Tail, Retention]]:
+    """The new event for ``summarized``, the view it sends (the kept tail trimmed
+    when needed) and the retention audit of that view."""
+    new_event = _new_event(r, cut, summarized)
+    sent = yield from _trim_tail(r, l1, cut, new_event.summary_message)
+    retention = audit_retention(r.raw[cut.start : cut.local], sent.view, task=cut.task)
+    new_event = attrs.evolve(new_event, retention=retention)
+    return new_event, sent, retention
+
+
+def _report(cut: Cut, view: Sequence[Message], retention: Retention) -> None:
+    """The retention audit of the view this round sends (the task: every user
+    request up to the cutoff, and what the agent may need from the newly summarized
+    messages: files, commands, errors, tool-call ids), in the log: one INFO line,
+    and a WARNING only when the model no longer sees the task at all, or the
+    newest request (nothing left of it in the view)."""
     if not retention.missing:
-        return retention
+        return
     total = len(retention.missing) + len(retention.found)
     lost = _lost_requests(cut, view, retention)
     if lost:
@@ -374,7 +394,6 @@ def _audit(r: CallState, cut: Cut, view: Sequence[Message]) -> Retention:
             100 * retention.task_fraction,
             "; ".join(retention.missing),
         )
-    return retention
 
 
 def _lost_requests(cut: Cut, view: Sequence[Message], retention: Retention) -> str:
@@ -392,8 +411,20 @@ def _lost_requests(cut: Cut, view: Sequence[Message], retention: Retention) -> s
     return ""
 
 
-def _summarize(r: CallState, l1: L1View, cut: Cut) -> Generator[Effect, Any, SummarizationEvent]:
-    """Archive the summarized history and summarize it; the new event."""
+@attrs.frozen
+class _Summarized:
+    """What the summary step made: the summary (or the error it failed with), its
+    call, the task sections and where the archive went."""
+
+    summary: SummaryResult | SummarizerError
+    checked: CheckedSummary
+    fallback: str | None
+    task: TaskSection
+    archived: Archived
+
+
+def _summarize(r: CallState, l1: L1View, cut: Cut) -> Generator[Effect, Any, _Summarized]:
+    """Archive the summarized history and summarize it."""
     s = r.settings
     archive = HistoryArchive.of(r.raw[cut.start : cut.local], start=cut.previous, thread=r.thread)
     history = l1.view[: cut.local]
@@ -414,12 +445,18 @@ def _summarize(r: CallState, l1: L1View, cut: Cut) -> Generator[Effect, Any, Sum
         task=tuple(cut.task),
     )
     archived, summary = yield ArchiveAndSummarize(archive, call)
+    checked, fallback = _checked(r, cut, summary, call, task)
+    return _Summarized(summary, checked, fallback, task, _archive_failed(archived))
+
+
+def _archive_failed(archived: Archived) -> Archived:
+    """``archived``, its failure (if it failed) in the log."""
     if archived.error is not None:
         log.warning(
             "ARS: history archive write failed (%s); summarizing anyway, file_path=None",
             describe(archived.error),
         )
-    return _new_event(r, cut, summary, call, archived, task)
+    return archived
 
 
 def _task_section(r: CallState, cut: Cut) -> TaskSection:
@@ -431,55 +468,51 @@ def _task_section(r: CallState, cut: Cut) -> TaskSection:
     return summary_task(r.state[: cut.global_], cut.task, room, r.settings.estimator)
 
 
-def _new_event(
+def _checked(
     r: CallState,
     cut: Cut,
     summary: SummaryResult | SummarizerError,
     call: SummaryCall,
-    archived: Archived,
     task: TaskSection,
-) -> SummarizationEvent:
-    """The event for ``summary``, the ``task`` sections before what the summarizer
-    wrote; a failed summary never raises: the summary message holds the error
-    text, the task and a deterministic fallback summary of the ``call``'s input
-    (whole for a conversation)."""
-    s, file_path = r.settings, archived.path
-    limit = call.budget
+) -> tuple[CheckedSummary, str | None]:
+    """The summary fitted to the round's bound beside the ``task`` sections, and when
+    it failed (a failed summary never raises) a deterministic fallback summary of the
+    ``call``'s input (whole for a conversation), fitted the same way; a failure is
+    logged."""
+    s, limit = r.settings, call.budget
     # a wrapped failure is described by what the summarizer raised
     raw = summary.cause if isinstance(summary, SummarizerError) and summary.cause else summary
     checked = fitted_summary(raw, task, cut.summary_limit, s.estimator)
-    if checked.error is not None:
-        if isinstance(summary, SummarizerError):
-            log.error("ARS: summary model failed: %s", checked.error)
-        else:
-            log.error("ARS: summary rejected: %s", checked.error)
-        prompt = s.config.summary_prompt
-        extractive = ExtractiveSummarizer(summary_tokens=limit, task=call.task)
-        fallback = extractive.summarize(call.input_for(extractive), prompt)
-        fallback_text = fitted_summary(fallback, task, cut.summary_limit, s.estimator).text
-        message = build_summary_message(
-            None,
-            cutoff=cut.global_,
-            file_path=file_path,
-            continues=archived.continues,
-            error=checked.error,
-            fallback=fallback_text,
-            task=task.sections,
-        )
+    if checked.error is None:
+        return checked, None
+    if isinstance(summary, SummarizerError):
+        log.error("ARS: summary model failed: %s", checked.error)
     else:
-        message = build_summary_message(
-            checked.text,
-            cutoff=cut.global_,
-            file_path=file_path,
-            continues=archived.continues,
-            task=task.sections,
-        )
+        log.error("ARS: summary rejected: %s", checked.error)
+    extractive = ExtractiveSummarizer(summary_tokens=limit, task=call.task)
+    fallback = extractive.summarize(call.input_for(extractive), s.config.summary_prompt)
+    return checked, fitted_summary(fallback, task, cut.summary_limit, s.estimator).text
+
+
+def _new_event(r: CallState, cut: Cut, made: _Summarized) -> SummarizationEvent:
+    """The event for the summary ``made``, the task sections before what the
+    summarizer wrote (a failed summary: its error text and the fallback)."""
+    checked, archived = made.checked, made.archived
+    message = build_summary_message(
+        checked.text if checked.error is None else None,
+        cutoff=cut.global_,
+        file_path=archived.path,
+        continues=archived.continues,
+        error=checked.error,
+        fallback=made.fallback,
+        task=made.task.sections,
+    )
     return SummarizationEvent(
         cutoff=cut.global_,
         summary_message=message,
-        file_path=file_path,
+        file_path=archived.path,
         previous_cutoff=cut.previous,
-        summary_usage=checked.usage if checked.error is None else _failed_usage(summary),
+        summary_usage=checked.usage if checked.error is None else _failed_usage(made.summary),
         summary_error=checked.error,
         anchor=anchor_at(r.state, cut.global_),
     )

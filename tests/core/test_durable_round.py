@@ -13,6 +13,7 @@ import errno
 import logging
 import os
 import stat
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import pytest
 
 from ars_core import Compressor, FsspecBackend, Message, read_archive
 from ars_core.stream import CompressionEvent
+from ars_core.testing import FakeSummarizer
 from tests.core.helpers import assistant, call, small_config, tool, user, words
 
 RESULTS = 6
@@ -182,3 +184,155 @@ def test_a_file_whose_flush_fails_is_a_failed_write_and_the_others_are_written(
     assert names <= on_disk
     assert f"could not write outputs/large_tool_results/{failing}" in caplog.text
     assert "simulated I/O error" in caplog.text
+
+
+def _round(
+    asynchronous: bool,
+    backend: Any,
+    summarizer: FakeSummarizer,
+    model: Any,
+    events: list[Any],
+    messages: list[Message] | None = None,
+) -> Any:
+    """One L2 round over ``messages`` (a new :func:`_history` by default; thread ``t``),
+    the model answering through ``model(view)``."""
+    engine = Compressor(
+        small_config(summary_keep_messages=2), backend=backend, summarizer=summarizer
+    )
+    messages = messages if messages is not None else _history()[0]
+    if asynchronous:
+
+        async def amodel(view: list[Message]) -> Message:
+            return model(view)  # type: ignore[no-any-return]
+
+        async def go() -> Any:
+            return await engine.acall(messages, amodel, emitter=events.append, thread="t")
+
+        return anyio.run(go)
+    return engine.call(messages, model, emitter=events.append, thread="t")
+
+
+def _is_archive_folder(fd: int) -> bool:
+    return stat.S_ISDIR(os.fstat(fd).st_mode) and os.readlink(f"/proc/self/fd/{fd}").endswith(
+        "conversation_history"
+    )
+
+
+@pytest.mark.spec("R52", "R23", "R26")
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_the_archives_folder_is_flushed_beside_the_summary_and_before_the_view_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, asynchronous: bool
+) -> None:
+    """The archive is written (whole under its name, its bytes flushed) before the
+    summary is asked for (sync: archive, then summary); the flush of its folder runs
+    beside the summary: here it waits until the summary was asked for (it would wait
+    forever, bounded by a guard, if the round flushed it first). The round's view,
+    which names the archive, is sent only once that flush is done."""
+    asked = threading.Event()
+    log: list[tuple[str, Any]] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if _is_archive_folder(fd):
+            log.append(("folder flush waited for the summary", asked.wait(timeout=20)))
+        real_fsync(fd)
+        log.append(("flushed", os.readlink(f"/proc/self/fd/{fd}")))
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    root = tmp_path / "files"
+
+    def summary(prompt: str) -> str:
+        archives = sorted(root.rglob("conversation_history/*.jsonl"))
+        log.append(("summary asked, archives on disk", [p.name for p in archives]))
+        asked.set()
+        return "SUMMARY"
+
+    sent: list[tuple[list[Message], list[tuple[str, Any]]]] = []
+
+    def model(view: list[Message]) -> Message:
+        sent.append((view, list(log)))
+        return Message(role="assistant", content="ok")
+
+    events: list[CompressionEvent] = []
+    outcome = _round(
+        asynchronous, FsspecBackend(root.as_uri()), FakeSummarizer(summary), model, events
+    )
+    event = outcome.update.event
+    assert outcome.level == "L2" and event.file_path is not None
+    name = Path(event.file_path).name
+    assert name in event.summary_message.text  # the view names the archive
+    ((view, at_call),) = sent
+    assert view[0] == event.summary_message
+    folder = str(next(root.rglob(name)).parent)
+    waited = [e for e in at_call if e[0] == "folder flush waited for the summary"]
+    assert waited == [("folder flush waited for the summary", True)]
+    assert ("flushed", folder) in at_call  # durable before the view naming it is sent
+    if not asynchronous:  # archive, then summary: the file is there whole when it is asked
+        asked_at = [e for e in at_call if e[0] == "summary asked, archives on disk"]
+        assert asked_at == [("summary asked, archives on disk", [name])]
+    assert [(e.phase, e.level) for e in events] == [("started", "L1"), ("completed", "L2")]
+    assert events[-1].file_path == event.file_path
+
+
+@pytest.mark.spec("R52", "R24", "R26")
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_failed_flush_of_the_archives_folder_is_a_failed_archive_write(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    asynchronous: bool,
+) -> None:
+    """The flush of the archive's folder fails (EIO) after the summary was made: the
+    round sends what it sends when the archive's write fails outright (a backend
+    refusing it): a summary naming no archive, no ``file_path`` in the event, one
+    warning, one summary call, the retention audit logged once."""
+    from ars_core.testing import FailingBackend
+
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if _is_archive_folder(fd):
+            raise OSError(errno.EIO, "simulated I/O error")
+        real_fsync(fd)
+
+    messages, _ = _history()
+
+    def run(backend: Any) -> tuple[Any, list[list[Message]], FakeSummarizer, list[str]]:
+        views: list[list[Message]] = []
+        summarizer = FakeSummarizer("S")
+        caplog.clear()
+
+        def model(view: list[Message]) -> Message:
+            views.append(view)
+            return Message(role="assistant", content="ok")
+
+        events: list[CompressionEvent] = []
+        with caplog.at_level(logging.INFO, logger="ars"):
+            outcome = _round(asynchronous, backend, summarizer, model, events, messages)
+        assert [(e.phase, e.level) for e in events] == [("started", "L1"), ("completed", "L2")]
+        assert events[-1].file_path is None
+        return outcome, views, summarizer, [r.getMessage() for r in caplog.records]
+
+    refused = FailingBackend(
+        ["outputs/conversation_history"], inner=FsspecBackend((tmp_path / "ref").as_uri())
+    )
+    expected, expected_views, _, expected_log = run(refused)
+    monkeypatch.setattr(os, "fsync", fsync)
+    outcome, views, summarizer, logged = run(FsspecBackend((tmp_path / "f").as_uri()))
+    assert outcome.level == "L2" and outcome.update.event.file_path is None
+    assert views == expected_views and len(views) == 1
+    assert outcome.update.event.summary_message == expected.update.event.summary_message
+    assert "saved at" not in outcome.update.event.summary_message.text
+    assert len(summarizer.calls) == 1
+    failed = [m for m in logged if "history archive write failed" in m]
+    assert len(failed) == 1
+    assert [m for m in logged if "could not write" in m and "simulated I/O error" in m]
+    audit = [m for m in logged if "summary round" in m or "no longer sees" in m]
+    assert len(audit) == len(
+        [m for m in expected_log if "summary round" in m or "no longer sees" in m]
+    )
+    assert len(audit) <= 1
+    archives = [
+        p.name for p in (tmp_path / "f").rglob("*") if "conversation_history" in str(p.parent)
+    ]
+    assert not any(".ars-tmp-" in n for n in archives)
