@@ -8,7 +8,10 @@ import os
 import statistics
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -269,6 +272,50 @@ class Timing:
             return float("nan")
         s = sorted(self.samples)
         return s[min(len(s) - 1, round(0.95 * (len(s) - 1)))] * 1000
+
+
+class DiskWait:
+    """How long the timing thread waits on the disk barrier: inside ARS's flushes of a
+    step's files and of their folders (its own ``fsync`` calls, or waiting for its
+    flushing threads), and while it waits for the history archive's folder flush that
+    ran beside the round. :meth:`installed` wraps those three functions while the
+    rounds run (nothing else is changed: every fsync still happens in the round)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._thread = threading.get_ident()
+        self._inside = False
+
+    def _timed(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if self._inside or threading.get_ident() != self._thread:
+                return fn(*args, **kwargs)
+            self._inside, t0 = True, time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - t0
+                self._inside = False
+
+        return timed
+
+    @contextmanager
+    def installed(self) -> Iterator[DiskWait]:
+        from ars_core import _local_files, effects
+
+        targets: list[tuple[Any, str]] = [
+            (_local_files, "_flush_all"),
+            (_local_files, "flush_folders"),
+            (effects.SyncEffects, "settle_archive"),
+        ]
+        saved = [(obj, name, getattr(obj, name)) for obj, name in targets if hasattr(obj, name)]
+        for obj, name, fn in saved:
+            setattr(obj, name, self._timed(fn))
+        try:
+            yield self
+        finally:
+            for obj, name, fn in saved:
+                setattr(obj, name, fn)
 
 
 def fmt_ms(x: float) -> str:

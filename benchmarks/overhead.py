@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import math
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,6 +26,7 @@ from .common import (
     LC,
     NO_TRIGGER_K,
     Context,
+    DiskWait,
     InstantSummarizer,
     Timing,
     ars_middleware_available,
@@ -304,17 +306,44 @@ def _per_call(
     return results
 
 
-def _l2_round(policies: Sequence[Policy], ctx: Context) -> dict[str, Timing]:
-    """One L2 round at ``--l2-size`` messages, instant summarizer, files on the local disk."""
+def _l2_round(policies: Sequence[Policy], ctx: Context) -> dict[str, dict[str, Timing]]:
+    """L2 rounds at ``--l2-size`` messages and on, instant summarizer, files on the local
+    disk: at each length every policy's round, one after the other, before the next
+    length (a machine's load, and its disk's, drifts alike over every policy); per
+    policy the rounds' times, their wait on the disk barrier and the rest."""
     args = ctx.args
     lengths = [args.l2_size + j for j in range(args.warmup + args.l2_repeat)]
-    l2: dict[str, Timing] = {}
+    rounds = {p.name: Timing() for p in policies}
+    waits = {p.name: Timing() for p in policies}
+    with DiskWait().installed() as disk:
+        for j, n in enumerate(lengths):
+            calls = [(p, p.setup(n)) for p in policies]
+            gc.collect()
+            for p, call in calls:
+                disk.seconds = 0.0
+                t0 = time.perf_counter()
+                call()
+                dt = time.perf_counter() - t0
+                if j >= args.warmup:
+                    rounds[p.name].samples.append(dt)
+                    waits[p.name].samples.append(disk.seconds)
+    l2: dict[str, dict[str, Timing]] = {}
     for p in policies:
-        timing = time_calls(p, lengths, args.warmup)
+        timing, wait = rounds[p.name], waits[p.name]
         timing.note = p.note(len(lengths))  # type: ignore[attr-defined]
-        l2[p.name] = timing
-        ctx.log(f"  L2 round at {args.l2_size}: {p.name} {timing.median_ms:.2f} ms ({timing.note})")
+        rest = Timing([t - w for t, w in zip(timing.samples, wait.samples, strict=True)])
+        l2[p.name] = {"round": timing, "wait": wait, "rest": rest}
+        ctx.log(
+            f"  L2 round at {args.l2_size}: {p.name} {timing.median_ms:.2f} ms, "
+            f"disk barrier {wait.median_ms:.2f} ms ({timing.note})"
+        )
     return l2
+
+
+def quartiles_ms(timing: Timing) -> tuple[float, float]:
+    """The first and third quartiles of ``timing`` (ms)."""
+    q = statistics.quantiles(timing.samples, n=4, method="inclusive")
+    return q[0] * 1000, q[2] * 1000
 
 
 #: L2 rounds on a fresh history (every per-message cache cold) timed per policy
@@ -435,41 +464,62 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
     lines.append(
         f"Threshold {data['l2_threshold']:,} tokens, keep 10 messages, an instant fake "
         "summarizer, files on the local disk (ARS: offloads and the history archive; "
-        "deepagents: its history file; LangChain writes none). Median of "
-        f"{ctx.args.l2_repeat} rounds, each on a history one message longer, state without a "
-        "previous summary: what ARS keeps per message (token counts, L1 offloads, archive "
-        "lines, audit parses) is warm there, as across a live agent's rounds. With no "
-        "summary kept, each round archives the same first messages again: ARS writes only "
-        "those new since its last archive, in a file naming the earlier one (a "
-        "continuation); a new large tool result is offloaded and fsynced within its round. "
+        "deepagents: its history file; LangChain writes none). "
+        f"{ctx.args.l2_repeat} rounds per policy, each on a history one message longer, "
+        "after the warm-up rounds; at each length every policy's round runs in turn "
+        "before the next length, so a drift of the machine's load (or its disk's) falls "
+        "on every policy alike. State without a previous summary: what ARS keeps per "
+        "message (token counts, L1 offloads, archive lines, audit parses) is warm there, "
+        "as across a live agent's rounds. With no summary kept, each round archives the "
+        "same first messages again: ARS writes only those new since its last archive, in "
+        "a file naming the earlier one (a continuation); a new large tool result is "
+        "offloaded. Every file is durable before the round returns: flushed (fsync) "
+        "before its rename, its folder flushed after it (the archive's folder flush runs "
+        "beside the summary and the round's next steps, and ends before the view naming "
+        'the archive is sent). "disk barrier" is the median time a round\'s thread '
+        "waited on those flushes; on this shared VM one flush takes from a fraction of a "
+        "millisecond to tens of milliseconds, with the other tenants' writes. \"without "
+        "the wait\" is the median of each round's time less its wait. **The target is "
+        "judged on the median round, the disk barrier included**, over the rounds taken "
+        "in turn with LangChain's; p25-p75 is the middle half of the rounds. "
         f"The first round is the median of {FIRST_ROUNDS} rounds on a history no policy "
         "has seen (every per-message cache cold, token counts included, the whole 2 MB "
         "archive written and fsynced)."
     )
     lines.append("")
     first = data.get("l2_first", {})
-    lines += table(
-        ["policy", "median (ms)", "p95 (ms)", "first round (ms)", "checked"],
-        [
+    rows = []
+    for name, cells in data["l2"].items():
+        t, p25_p75 = cells["round"], quartiles_ms(cells["round"])
+        rows.append(
             [
                 name,
                 fmt_ms(t.median_ms),
+                f"{fmt_ms(p25_p75[0])}-{fmt_ms(p25_p75[1])}",
                 fmt_ms(t.p95_ms),
+                fmt_ms(cells["wait"].median_ms),
+                fmt_ms(cells["rest"].median_ms),
                 fmt_ms(first[name].median_ms) if name in first else "-",
                 t.note,
             ]
-            for name, t in data["l2"].items()
-        ],
-        "lrrrl",
-    )
-    lines.append("")
+        )
+    header = ["policy", "median (ms)", "p25-p75 (ms)", "p95 (ms)", "disk barrier (ms)"]
+    header += ["without the wait (ms)", "first round (ms)", "checked"]
+    lines += [*table(header, rows, "lrrrrrrl"), ""]
     l2 = data["l2"]
     if "LangChain" in l2:
-        peer = l2["LangChain"].median_ms
+        peer = l2["LangChain"]["round"].median_ms
         ars = [name for name in ("ARS middleware", "ARS core") if name in l2]
-        ratios = ", ".join(f"{name} {l2[name].median_ms / peer:.2f}x" for name in ars)
-        met = all(l2[name].median_ms <= 0.5 * peer for name in ars)
-        lines.append(target(f"one L2 round at or below 0.5x LangChain's ({ratios})", met))
+        ratios = ", ".join(f"{name} {l2[name]['round'].median_ms / peer:.2f}x" for name in ars)
+        rests = ", ".join(f"{l2[name]['rest'].median_ms / peer:.2f}x" for name in ars)
+        met = all(l2[name]["round"].median_ms <= 0.5 * peer for name in ars)
+        lines.append(
+            target(
+                "one L2 round at or below 0.5x LangChain's, median rounds with the disk "
+                f"barrier ({ratios}; without the wait {rests})",
+                met,
+            )
+        )
         lines.append("")
     return lines
 
@@ -481,8 +531,15 @@ def raw(data: dict[str, Any]) -> dict[str, Any]:
             for name, cells in data["per_call"].items()
         },
         "l2_ms": {
-            name: {"median": t.median_ms, "p95": t.p95_ms, "note": t.note}
-            for name, t in data["l2"].items()
+            name: {
+                "median": c["round"].median_ms,
+                "p25_p75": quartiles_ms(c["round"]),
+                "p95": c["round"].p95_ms,
+                "disk_barrier_median": c["wait"].median_ms,
+                "without_wait_median": c["rest"].median_ms,
+                "note": c["round"].note,
+            }
+            for name, c in data["l2"].items()
         },
         "l2_first_round_ms": {name: t.median_ms for name, t in data.get("l2_first", {}).items()},
     }

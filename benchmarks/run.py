@@ -145,7 +145,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=3, help="untimed calls before each cell")
     p.add_argument("--l2-size", type=int, default=1000, help="history length of the L2 round")
     p.add_argument(
-        "--l2-repeat", type=int, default=30, help="L2 rounds timed (the median is reported)"
+        "--l2-repeat", type=int, default=60, help="L2 rounds timed (the median is reported)"
     )
     p.add_argument("--l2-threshold", type=float, default=16, help="threshold (K) of the L2 round")
     p.add_argument("--thresholds", default="8,16,32", help="thresholds (K tokens) for B")

@@ -268,7 +268,15 @@ def test_overhead_table(smoke: tuple[str, dict[str, object], str]) -> None:
             )
     assert {row["policy"] for row in l2} >= {"ARS core", "LangChain", "deepagents"}
     for row in l2:
-        assert 0 < num(row["median (ms)"]) <= num(row["p95 (ms)"]) + 1e-9
+        median = num(row["median (ms)"])
+        assert 0 < median <= num(row["p95 (ms)"]) + 1e-9
+        low, high = map(num, row["p25-p75 (ms)"].split("-"))
+        assert low - 1e-3 <= median <= high + 1e-3
+        # each round's wait on the disk barrier is part of it: the rest is no more
+        wait, rest = num(row["disk barrier (ms)"]), num(row["without the wait (ms)"])
+        assert 0 <= wait and 0 < rest <= median + 1e-3
+        if row["policy"] == "LangChain":  # it writes no file
+            assert wait == 0 and rest == pytest.approx(median, abs=1e-3)
         if "/" in row["checked"]:  # every call really ran L2 / summarized
             done, total = row["checked"].split()[0].split("/")
             assert done == total
