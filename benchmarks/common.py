@@ -301,11 +301,12 @@ class DiskWait:
 
     @contextmanager
     def installed(self) -> Iterator[DiskWait]:
-        from ars_core import _local_files, effects
+        from ars_core import _local_files, effects, files
 
         targets: list[tuple[Any, str]] = [
             (_local_files, "_flush_all"),
             (_local_files, "flush_folders"),
+            (files, "flush_folders"),
             (effects.SyncEffects, "settle_archive"),
         ]
         saved = [(obj, name, getattr(obj, name)) for obj, name in targets if hasattr(obj, name)]
