@@ -27,15 +27,29 @@ has anything to summarize (what a compaction tool answers before scheduling).
 An adapter that remembers what it derived from a history (its converted
 messages, the forms of the last view) reuses it under the core's one rule,
 :func:`unchanged_prefix`.
+
+A call the engine would send as it came (no stored event, below T, every tool
+call answered in its block: :func:`~ars_core.pairing.pair_tool_calls` changes
+nothing, or only answers the calls of the last block with :func:`synthetic_result`
+notes, named once by :func:`warn_unpaired`) needs no conversion at all: an adapter
+whose engine's estimator offers :func:`utf8_bound` may bound its own messages
+from their fields and, when :func:`fits_by_bound` says so, send them itself (the
+engine's decision is the same: the bound is never below the count).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+from .bounds import Utf8Bytes
+from .budget import in_estimate_units
+from .capabilities import Utf8BoundedEstimator, has
 from .checkpoint import EventCheck, check_event
 from .config import CONFIG_FIELDS
-from .engine import deliver_event
+from .engine import Compressor, deliver_event
 from .errors import is_context_overflow
-from .estimate import is_calibrated
+from .estimate import OFFLOAD_CHARS, is_calibrated, message_tokens
 from .files import (
     DEFAULT_READ_ONLY,
     decode_text,
@@ -44,12 +58,13 @@ from .files import (
     scope_name,
     text_sha256,
 )
-from .flow import can_compact
+from .flow import _count_extra, can_compact
 from .hookspecs import hookimpl
 from .layout import OUTPUT_FOLDERS, output_folder
 from .memo import unchanged_prefix
-from .messages import MARK_SUMMARY
+from .messages import MARK_SUMMARY, Message
 from .options import CallOptions
+from .pairing import synthetic_result, warn_unpaired
 from .prompt import render_prompt
 from .readback import (
     DEFAULT_READ_LIMIT,
@@ -74,6 +89,7 @@ __all__ = [
     "DEFAULT_READ_LIMIT",
     "DEFAULT_READ_ONLY",
     "MARK_SUMMARY",
+    "OFFLOAD_CHARS",
     "OUTPUT_FOLDERS",
     "READ_TOOL_DESCRIPTION",
     "READ_TOOL_NAME",
@@ -86,12 +102,14 @@ __all__ = [
     "OverflowClassifier",
     "SummarizerLike",
     "Tools",
+    "Utf8Bytes",
     "aread_page",
     "can_compact",
     "check_event",
     "decode_text",
     "deliver_event",
     "encode_text",
+    "fits_by_bound",
     "hookimpl",
     "is_calibrated",
     "is_context_overflow",
@@ -102,6 +120,36 @@ __all__ = [
     "render_prompt",
     "resolve_backend",
     "scope_name",
+    "synthetic_result",
     "text_sha256",
     "unchanged_prefix",
+    "utf8_bound",
+    "warn_unpaired",
 ]
+
+
+def utf8_bound(estimator: object) -> Utf8Bytes | None:
+    """The :class:`Utf8Bytes` counter bounding ``estimator``'s count of any message
+    nothing counted yet (:class:`~ars_core.capabilities.Utf8BoundedEstimator`), else
+    ``None`` (then only the engine can tell whether a request is below T)."""
+    if has(estimator, Utf8BoundedEstimator):
+        counter: Utf8Bytes = estimator.utf8_bytes  # type: ignore[attr-defined]
+        return counter
+    return None
+
+
+def fits_by_bound(
+    compressor: Compressor,
+    bound: int,
+    system: Message | str | None,
+    tools: Tools | None,
+    notes: Sequence[Message] = (),
+) -> bool:
+    """Whether a request whose messages ``compressor``'s estimator counts at most
+    ``bound`` tokens (with ``system``, ``tools`` and the ``notes`` pairing adds to calls
+    without a result) is below T, as the engine decides it for a call with no stored
+    event (its T in estimate units, the rest counted as it counts them)."""
+    est: Any = compressor.estimator
+    threshold = in_estimate_units(compressor.config, est).threshold_tokens
+    extra = _count_extra(est, system, tools) + sum(message_tokens(est, m) for m in notes)
+    return bound + extra < threshold

@@ -42,14 +42,22 @@ class Utf8Bytes(CachingEstimator):
         content = message.content
         if type(content) is not str:
             return super().measure(message)
-        total = MESSAGE_OVERHEAD + (
-            len(content) if content.isascii() else len(content.encode("utf-8", "surrogatepass"))
-        )
+        total = self.plain_fields(content, message.name, message.tool_call_id)
         calls = message.tool_calls
         if calls:
             for call in calls:
                 total += self.count_tool_call(call.id, call.name, call.args)
-        name, call_id = message.name, message.tool_call_id
+        return total
+
+    @staticmethod
+    def plain_fields(content: str, name: str | None, call_id: str | None) -> int:
+        """A message with string content, its tool calls aside, in bytes: what
+        :meth:`measure` counts of its overhead, content, name and tool-call id (an adapter
+        bounds its own messages from these fields and :meth:`count_tool_call`, without
+        building core messages)."""
+        total = MESSAGE_OVERHEAD + (
+            len(content) if content.isascii() else len(content.encode("utf-8", "surrogatepass"))
+        )
         if name:
             total += 1 + utf8_length(name)
         if call_id:

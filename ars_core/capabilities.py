@@ -27,6 +27,7 @@ __all__ = [
     "InlineSummarizer",
     "StateBoundBackend",
     "TiktokenEncoding",
+    "Utf8BoundedEstimator",
     "WholeHistorySummarizer",
     "has",
 ]
@@ -131,6 +132,18 @@ class BoundedEstimator(Protocol):
     sizes a history nothing has counted by these bounds, and counts it exactly only
     when the bound comes within reach of a threshold: the decisions are those of
     the exact count. An estimator without it is counted exactly, always."""
+
+    def token_bound(self, message: Any) -> int: ...
+
+
+@runtime_checkable
+class Utf8BoundedEstimator(Protocol):
+    """A :class:`BoundedEstimator` whose bound of a message nothing counted yet is
+    ``utf8_bytes.measure(message)``, a :class:`~ars_core.bounds.Utf8Bytes` count (never
+    below its own count): an adapter can then bound its own messages from their
+    fields (``plain_fields``, ``count_tool_call``) without building core messages."""
+
+    utf8_bytes: Any
 
     def token_bound(self, message: Any) -> int: ...
 

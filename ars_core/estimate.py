@@ -500,13 +500,13 @@ class TiktokenEstimator(CachingEstimator):
         self._encoding = load_encoding(encoding)
         from .bounds import Utf8Bytes
 
-        self._bytes = Utf8Bytes()
+        self.utf8_bytes: Any = Utf8Bytes()  # what token_bound counts an uncounted message with
         self._shared_key = ("tokens", type(self), encoding)
 
     def token_bound(self, message: Message) -> int:
         """At least :meth:`count_message`: the kept count, else the bytes (see the class)."""
         cached = TOKENS.get(message, self._shared_key)
-        return int(cached) if cached is not None else self._bytes.measure(message)
+        return int(cached) if cached is not None else self.utf8_bytes.measure(message)
 
     @property
     def cache_key(self) -> Hashable:

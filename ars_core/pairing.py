@@ -31,7 +31,13 @@ import attrs
 from . import memo
 from .messages import MARK_SUMMARY, Message, ToolCall
 
-__all__ = ["MARK_SYNTHETIC_RESULT", "Pairing", "pair_tool_calls", "synthetic_result"]
+__all__ = [
+    "MARK_SYNTHETIC_RESULT",
+    "Pairing",
+    "pair_tool_calls",
+    "synthetic_result",
+    "warn_unpaired",
+]
 
 log = logging.getLogger("ars")
 
@@ -172,16 +178,22 @@ def pair_tool_calls(view: Sequence[Message]) -> Pairing:
     if not drop and not add:
         return Pairing(messages)
     if new_orphans or new_unanswered:  # each named once per engine and history
-        log.warning(
-            "ARS: %d tool result(s) without their call left out of the view (%s) and %d "
-            "tool call(s) without a result answered with a note in the request only (%s)",
-            len(new_orphans),
-            ", ".join(new_orphans) or "-",
-            len(new_unanswered),
-            ", ".join(new_unanswered) or "-",
-        )
+        warn_unpaired(new_orphans, new_unanswered)
     added = tuple(m for _, results in add for m in results)
     return Pairing(_rebuilt(messages, skip, drop, add), orphans, unanswered, added)
+
+
+def warn_unpaired(orphans: Sequence[str], unanswered: Sequence[str]) -> None:
+    """The warning naming the tool results left out of a view (by ``tool_call_id``)
+    and the calls answered with a note (by id): once per engine and history."""
+    log.warning(
+        "ARS: %d tool result(s) without their call left out of the view (%s) and %d "
+        "tool call(s) without a result answered with a note in the request only (%s)",
+        len(orphans),
+        ", ".join(orphans) or "-",
+        len(unanswered),
+        ", ".join(unanswered) or "-",
+    )
 
 
 def _rebuilt(

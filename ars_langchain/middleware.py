@@ -55,6 +55,7 @@ from ars_core import (
     is_context_overflow,
 )
 from ars_core.adapter import (
+    OFFLOAD_CHARS,
     READ_TOOL_NAME,
     EstimatorLike,
     EventEmitter,
@@ -66,6 +67,7 @@ from ars_core.adapter import (
 from .backends import BackendResolver, BackendSource, reads_agent_files
 from .convert import to_core, tool_schemas
 from .langchain_args import UNSET, Arguments, LangChainArgs, read_arguments
+from .passthrough import Replay, TooMuch, sendable
 from .redirect import ArsFileRedirectMiddleware
 from .sessions import (
     COMPACT_REQUEST_KEY,
@@ -295,7 +297,9 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         if self.on_event is not None:
             self.on_event(event)
 
-    def _prepare(self, request: ModelRequest[Any]) -> Call:
+    def _prepare(self, request: ModelRequest[Any], *, convert: bool = True) -> Call:
+        """The call's session, event, system, tools, file backend and (unless
+        ``convert`` is false and nothing needs them yet) core messages."""
         runtime = request.runtime
         context = getattr(runtime, "context", None)
         config = self.sessions.config_for(context)
@@ -321,9 +325,12 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
                 session.tools_key = tools_key
             session.model, session.agent_tools = request.model, request.tools
             event, system, tools = session.event, session.system, session.tools
-        messages = session.converter.convert(request.messages)
+        convert = convert or self.langchain is not None
+        messages = session.converter.convert(request.messages) if convert else None
         requested = bool(state.get(COMPACT_REQUEST_KEY)) if state else False
-        if self.langchain is not None:  # LangChain's trigger / keep, for this call
+        if (
+            self.langchain is not None and messages is not None
+        ):  # LangChain's trigger / keep, for this call
             lc = self.langchain
             window = lc.window(request.model)
             estimator = session.compressor.estimator
@@ -331,9 +338,9 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             if config_now is not config:
                 session = self.sessions.get((thread, ns), config_now, model_window(request.model))
             requested = requested or asked
-        return Call(
+        call = Call(
             session=session,
-            messages=messages,
+            messages=messages if messages is not None else [],
             event=event,
             system=system,
             tools=tools,
@@ -343,6 +350,38 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             requested=requested,
             request=request,
         )
+        call.converted = messages is not None
+        return call
+
+    def _as_it_came(self, call: Call, limit: int | None = None) -> ModelRequest[Any] | None:
+        """The request as it goes to the model without the engine (as it came, or with
+        notes answering the last block's calls): no stored event, no compaction asked
+        for, below T by its messages' bound, nothing else to pair (see
+        :mod:`ars_langchain.passthrough`); ``None``: the engine must see the call.
+        Raises ``TooMuch`` when more than ``limit`` characters of new text are to read."""
+        if call.converted or call.event is not None or call.requested:
+            return None
+        session, request = call.session, call.request
+        notes = sendable(
+            session.compressor,
+            session.passthrough,
+            request.messages,
+            call.system,
+            call.tools,
+            limit,
+        )
+        if not notes:
+            return request if notes is not None else None
+        with_notes: ModelRequest[Any] = request.override(messages=[*request.messages, *notes])
+        return with_notes
+
+    def _engine_call(self, call: Call) -> Call:
+        """``call`` with its core messages (converted now when the request did not go
+        out as it came)."""
+        if not call.converted:
+            call.messages = call.session.converter.convert(call.request.messages)
+            call.converted = True
+        return call
 
     def _visible_tools(self, request: ModelRequest[Any], backend: Any) -> ModelRequest[Any]:
         """The request without ``read_ars_file`` when the agent's own ``read_file``
@@ -458,10 +497,26 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
-        call = self._prepare(request)
+        call = self._prepare(request, convert=False)
         request = call.request
+        replay: Replay | None = None
+        direct = self._as_it_came(call)
+        if direct is not None:
+            try:
+                response = handler(direct)
+            except Exception as exc:
+                if not call.session.compressor.is_overflow(exc):
+                    raise  # what the engine does with it below T
+                replay = Replay(error=exc)  # the forced path, as the engine takes it
+            else:
+                if not _usage(response):
+                    return response  # what the engine returns below T
+                replay = Replay(response)  # recorded against the engine's count
+        call = self._engine_call(call)
 
         def call_model(view: list[Message]) -> ModelResponse[Any]:
+            if replay is not None and replay.pending:  # the same first request
+                return replay.take()  # type: ignore[no-any-return]
             return handler(self._view(request, call, view))
 
         outcome = call.session.compressor.call(
@@ -474,10 +529,29 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
-        call = self._prepare(request)
+        call = self._prepare(request, convert=False)
         request = call.request
+        replay: Replay | None = None
+        try:
+            direct = self._as_it_came(call, OFFLOAD_CHARS)
+        except TooMuch:  # much new text: measured off the event loop
+            direct = await anyio.to_thread.run_sync(self._as_it_came, call)
+        if direct is not None:
+            try:
+                response = await handler(direct)
+            except Exception as exc:
+                if not call.session.compressor.is_overflow(exc):
+                    raise
+                replay = Replay(error=exc)
+            else:
+                if not _usage(response):
+                    return response
+                replay = Replay(response)
+        call = self._engine_call(call)
 
         async def call_model(view: list[Message]) -> ModelResponse[Any]:
+            if replay is not None and replay.pending:  # the same first request
+                return replay.take()  # type: ignore[no-any-return]
             return await handler(self._view(request, call, view))
 
         outcome = await call.session.compressor.acall(

@@ -52,6 +52,7 @@ from ars_core.adapter import (
 )
 
 from .convert import HistoryConverter, from_core, to_core
+from .passthrough import Passthrough
 
 __all__ = [
     "COMPACT_REQUEST_KEY",
@@ -173,6 +174,8 @@ class Session:
 
     compressor: Compressor
     converter: HistoryConverter = field(default_factory=HistoryConverter)
+    #: the history last measured for a call sent as it came (no conversion)
+    passthrough: Passthrough = field(default_factory=Passthrough)
     lock: threading.Lock = field(default_factory=threading.Lock)
     event_raw: Any = None
     event: SummarizationEvent | None = None
@@ -200,6 +203,7 @@ class Call:
     thread: str
     requested: bool = False  # the compaction tool asked for an L2 round
     request: Any = None  # the model request, without tools the agent does not need
+    converted: bool = True  # whether ``messages`` are the request's (else not converted yet)
 
     def options(self, emitter: EventEmitter) -> CallOptions:
         """What the engine gets for this call (``call``, ``compact_now``...)."""

@@ -214,12 +214,15 @@ def test_history_conversion_is_incremental() -> None:
 
 def test_middleware_converts_only_new_messages_per_call() -> None:
     """The whole middleware, over a 40-turn conversation on one thread: each call
-    converts only the messages it has not seen (about two per turn)."""
+    converts only the messages it has not seen (about two per turn). The estimator has
+    no UTF-8 bound, so every call goes through the engine (and the converter)."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     model = FakeToolChatModel([f"answer {i}" for i in range(40)])
     mw = ArsSummarizationMiddleware(
-        SummaryConfig(summary_threshold=1000), backend=FsspecBackend("memory://inc")
+        SummaryConfig(summary_threshold=1000),
+        backend=FsspecBackend("memory://inc"),
+        estimator="approx",
     )
     agent = build_agent(model, mw)(InMemorySaver())
     config = {"configurable": {"thread_id": "inc"}}
@@ -333,7 +336,9 @@ def _edited_thread_check(agent: Any, model: FakeToolChatModel, mw: Any, config: 
 def _edit_turns(model_answers: int) -> tuple[FakeToolChatModel, Any, Any]:
     model = FakeToolChatModel([f"answer {i}" for i in range(model_answers)])
     mw = ArsSummarizationMiddleware(
-        SummaryConfig(summary_threshold=1000), backend=FsspecBackend("memory://edit-mid")
+        SummaryConfig(summary_threshold=1000),
+        backend=FsspecBackend("memory://edit-mid"),
+        estimator="approx",  # no UTF-8 bound: every call through the engine and converter
     )
     return model, mw, build_agent(model, mw)
 
