@@ -26,7 +26,8 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables.config import var_child_runnable_config
 
-from ars_core import FsspecBackend, SummaryConfig
+from ars_core import Compressor, FsspecBackend, SummaryConfig, ToolCall
+from ars_core.adapter import fits_by_bound, synthetic_result
 from ars_core.testing import FakeSummarizer
 from ars_langchain import ArsSummarizationMiddleware, passthrough
 from ars_langchain.testing import FakeToolChatModel, tool_call
@@ -304,3 +305,13 @@ def test_much_new_text_is_measured_off_the_event_loop(monkeypatch: pytest.Monkey
     _call(mw, history, rec, run_async=True)
     assert rec.sent[0] == history and threads[-1] != threading.main_thread().name
     assert len(threads) == 2  # aborted on the loop, measured whole in the worker
+
+
+def test_the_notes_answering_calls_count_toward_t() -> None:
+    """The engine counts the notes a view gets toward T: so does the bound that lets a
+    call skip it (a history just below T with a note is not sent as it came)."""
+    compressor = Compressor(SummaryConfig(summary_threshold=1))  # T = 1,024
+    note = synthetic_result(ToolCall(id="c1", name="echo", args={}))
+    assert fits_by_bound(compressor, 1023, None, None)
+    assert not fits_by_bound(compressor, 1023, None, None, [note])
+    assert not fits_by_bound(compressor, 1024, None, None)
