@@ -105,9 +105,9 @@ INPUT_REST_FLOOR = 1024
 SUMMARY_INPUT_FLOOR = 1024
 #: fewest tokens a summary bound keeps for the summarizer's part beside the task
 #: (its text, its header and the end mark; at most half the bound): at T = 256 the
-#: bound is 128 and two requests with their headers could take it all; this leaves
-#: a small model's two sentences (about 30 tokens) whole
-SUMMARY_REST_FLOOR = 48
+#: bound is 128 to 171 and two requests with their headers could take it all; this
+#: leaves a small model's two sentences (32 tokens of SmolLM2's) whole
+SUMMARY_REST_FLOOR = 64
 #: share of the L2 threshold the newest ``keep`` messages may take to be kept verbatim
 TAIL_SHARE = 0.5
 
@@ -280,7 +280,7 @@ def rest_floor(summary_tokens: int) -> int:
     the summarizer writes beside the task (its text, its header and the end
     mark): an eighth of the bound (what a task in a room of its own leaves, at
     :data:`TASK_SHARE_MAX`), at least :data:`SUMMARY_REST_FLOOR`, at most half
-    the bound. Above 384 tokens this is the eighth; below, the task's middle is
+    the bound. From 512 tokens on this is the eighth; below, the task's middle is
     left out sooner so the summarizer still writes a few sentences."""
     return min(summary_tokens // 2, max(summary_tokens // 8, SUMMARY_REST_FLOOR))
 
@@ -289,7 +289,7 @@ def task_share(summary_tokens: int) -> int:
     """The task's room in a summary of ``summary_tokens`` when it has no room of
     its own (:func:`task_budget`), its sections' headers included:
     :data:`TASK_SHARE` of the bound, less what :func:`rest_floor` keeps when
-    that is more than the rest (bounds under 192 tokens)."""
+    that is more than the rest (bounds under 256 tokens)."""
     return min(int(summary_tokens * TASK_SHARE), summary_tokens - rest_floor(summary_tokens))
 
 

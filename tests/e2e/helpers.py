@@ -137,14 +137,7 @@ CUT_MARK = "\n[ARS: this summary was cut to "
 
 
 def holds_model_summary(content: str, text: str) -> bool:
-    """Whether a summary message holds the summary model's ``text``: whole, or, when
-    the model wrote more than the task sections leave it (the engine writes the task
-    beside the summary; at T = 256 that leaves a few tokens), its head followed by
-    ARS's cut marker (the head is a prefix of ``text``, and may be empty)."""
-    if text in content:
-        return True
-    if CUT_MARK not in content:
-        return False
-    before = content.split(CUT_MARK, 1)[0]
-    head = before.split("\u27e6ARS\u27e7 Summary\n", 1)[-1]
-    return "\u27e6ARS\u27e7 Summary\n" in before and text.startswith(head.strip())
+    """Whether a summary message holds the summary model's ``text`` whole, not cut:
+    the engine writes the task beside the summary and leaves the summarizer at least
+    a floor of the bound (at T = 256, 64 of its 128 to 171 tokens: SmolLM2's 32 fit)."""
+    return text in content and CUT_MARK not in content

@@ -141,8 +141,8 @@ async def test_openai_like_summaries_chain_across_a_restart_on_a_sqlite_chat_sto
     stored = await memory.aget_all()
     check_summary(first, recorder, stored, memory.files)
     view = await memory.aget()
-    # at T = 256 the summary (the task sections the engine writes and the model's text)
-    # sits near its bound, so this get() may have summarized again: the stored event now
+    # at T = 256 the summary (within its bound) and the two kept turns (about 80 tokens
+    # each) still fill the window, so this get() may have summarized again: the stored event
     latest = await memory.aget_event()
     assert latest is not None and latest.cutoff >= first.cutoff
 
