@@ -52,6 +52,7 @@ __all__ = [
     "effective_messages",
     "form_key",
     "message_key",
+    "reads_kept_part_only",
     "sent_forms_of",
     "timestamp_now",
     "to_global_cutoff",
@@ -474,6 +475,26 @@ def _relocate(state: Sequence[Message], event: SummarizationEvent) -> int | None
     if j is None and k and nxt is not None:
         return k  # the last summarized message went (at 0: every summarized one did)
     return None
+
+
+def reads_kept_part_only(state: Sequence[Any], event: SummarizationEvent | None) -> bool:
+    """Whether a call on ``state`` reads nothing before ``event``'s cutoff unless an
+    L2 round runs: the event is anchored on message ids, its pair (the last
+    summarized message and the first kept one) sits where it was, and every
+    message from that pair on is a :class:`Message` record. The summarized part is
+    then neither checked nor converted until a round reads it (its requests make
+    the task statement): a call's work tracks the kept part, not the history.
+    Costs the kept part's length."""
+    anchor = event.anchor if event is not None else None
+    if event is None or anchor is None or anchor.next is None or anchor.by_content:
+        return False
+    cut = event.cutoff
+    if not 0 < cut < len(state):
+        return False
+    kept = state[cut - 1 :]
+    if not all(isinstance(m, Message) for m in kept):
+        return False
+    return message_key(kept[0]) == anchor.last and message_key(kept[1]) == anchor.next
 
 
 def check_event(state: Sequence[Message], event: SummarizationEvent | None) -> EventCheck:

@@ -25,7 +25,7 @@ import anyio.to_thread
 import attrs
 
 from .archive import ArchiveLog
-from .checkpoint import SummarizationEvent
+from .checkpoint import SummarizationEvent, reads_kept_part_only
 from .config import SummaryConfig
 from .effects import AsyncEffects, SyncEffects, WrittenPaths, describe, run_async, run_sync
 from .errors import ConfigError, is_context_overflow
@@ -261,7 +261,7 @@ class Compressor:
         with active(self.memo):
             given = (event, system, tools, summarizer, backend, emitter, thread, requested)
             o = _merged(options, *given)
-            msgs = self._as_messages(messages)
+            msgs = self._records(messages, o.event)
             steps = flow(
                 self, msgs, o.event, o.system, o.tools, thread=o.thread, requested=o.requested
             )
@@ -324,7 +324,7 @@ class Compressor:
         with active(self.memo):
             given = (event, system, tools, summarizer, backend, emitter, thread, requested, force)
             o = _merged(options, *given)
-            msgs = self._as_messages(messages)
+            msgs = self._records(messages, o.event)
             steps = flow(
                 self,
                 msgs,
@@ -378,7 +378,7 @@ class Compressor:
         uncounted text than ``OFFLOAD_CHARS``, the flow's own work (counting,
         hashing, previews) runs in a worker thread; the effects stay on the loop."""
         with active(self.memo):
-            msgs = self._as_messages(messages)
+            msgs = self._records(messages, event)
             offload = uncounted_chars(self.estimator, msgs) >= OFFLOAD_CHARS
             build = functools.partial(
                 flow,
@@ -442,6 +442,17 @@ class Compressor:
         return CompressionRound(outcome, deliver=self._round_deliverer(emitter, kwargs))
 
     # ------------------------------------------------------------ shells
+
+    def _records(
+        self, messages: Sequence[Any], event: SummarizationEvent | None
+    ) -> Sequence[Message]:
+        """``messages`` as records for a call with ``event``: when the call reads only
+        the part the event keeps (:func:`~ars_core.checkpoint.reads_kept_part_only`)
+        they are handed on as they are, the summarized part unchecked (an L2 round
+        checks it before reading it); else checked, or converted, whole."""
+        if reads_kept_part_only(messages, event):
+            return messages
+        return self._as_messages(messages)
 
     def _in_callers_form(self, messages: Sequence[Any], call_model: Any) -> Any:
         """``call_model`` fed the view as OpenAI dicts when the caller gave dicts

@@ -286,6 +286,9 @@ def _after_l1(r: CallState, l1: L1View) -> Flow:
         if not r.overflowed(sent):
             yield r.record("completed", "L1", tokens_after=l1.tokens, **l1.fields)
             return r.outcome(sent, view, "L1", l1.tokens)
+    # the round reads the summarized part too (its requests make the task statement):
+    # checked now when the call took the kept part alone (engine: reads_kept_part_only)
+    r.state = r.settings.memo.checked(r.state)
     cut = choose_cut(r, l1)
     if cut is None:
         return (yield from _l1_fallback(r, l1, sent))
