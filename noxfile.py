@@ -43,9 +43,10 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """Lint with ruff."""
+    """Lint and check the formatting (code blocks of the docs included) with ruff."""
     session.install("ruff")
     session.run("ruff", "check", *(session.posargs or ["."]))
+    session.run("ruff", "format", "--check", *(session.posargs or ["."]))
 
 
 @nox.session(python=PYTHON)

@@ -41,6 +41,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ._local_files import BATCH_FILES, CHUNK, Folders, LocalBatch, flush_folders
@@ -54,6 +55,7 @@ __all__ = [
     "FsspecBackend",
     "check_path",
     "decode_text",
+    "default_files_place",
     "encode_text",
     "sanitize_name",
     "scope_name",
@@ -82,6 +84,26 @@ OBJECT_STORES = frozenset(
 FILES_DIR_ENV = "ARS_FILES_DIR"
 #: where ARS keeps its files when no backend is given and ``ARS_FILES_DIR`` is unset
 DEFAULT_FILES_DIR = ".ars"
+
+
+def default_files_place() -> tuple[str, str]:
+    """Where ARS keeps its files when no place is named: ``(url, why)``.
+
+    ``ARS_FILES_DIR`` names a local folder or any backend URL; unset, the folder
+    ``.ars`` in the current directory. A relative folder is made absolute now, so a
+    later ``chdir`` does not move the files. ``why`` is said in the one INFO line
+    that names the place with its first write.
+    """
+    configured = os.environ.get(FILES_DIR_ENV, "").strip()
+    if "://" in configured:
+        return configured, f"from {FILES_DIR_ENV}"
+    if configured:
+        return Path(os.path.abspath(os.path.expanduser(configured))).as_uri(), (
+            f"from {FILES_DIR_ENV}"
+        )
+    why = f"the default; set {FILES_DIR_ENV} or pass a backend to choose another place"
+    return Path(os.path.abspath(DEFAULT_FILES_DIR)).as_uri(), why
+
 
 #: virtual areas no ARS write may touch (the public Skills area)
 DEFAULT_READ_ONLY: tuple[str, ...] = ("skills",)
@@ -249,15 +271,18 @@ def _failed(
 class FsspecBackend:
     """A :class:`FileBackend` over any fsspec filesystem.
 
-    ``url`` is an fsspec URL naming the root (``memory://ars``, ``file:///srv/ars``,
-    ``s3://bucket/prefix``...); ``storage_options`` go to the filesystem.
+    ``url`` is an fsspec URL naming the root (``file:///srv/ars``,
+    ``s3://bucket/prefix``, ``memory://ars``...); ``storage_options`` go to the
+    filesystem. Without one, files go where :func:`default_files_place` says (the
+    local folder ``.ars``, or ``ARS_FILES_DIR``): they outlive the process;
+    ``memory://`` only when asked for.
     :meth:`scoped` gives the backend of one conversation thread; a sub-agent
     uses its parent thread's scope so both see the same files.
     """
 
     def __init__(
         self,
-        url: str = "memory://ars",
+        url: str | None = None,
         *,
         storage_options: dict[str, Any] | None = None,
         fs: Any = None,
@@ -269,6 +294,9 @@ class FsspecBackend:
         from fsspec.core import url_to_fs
         from fsspec.implementations.local import LocalFileSystem
 
+        if url is None:
+            url, why = default_files_place()
+            announce = announce if announce is not None else why
         self.url = url
         self.storage_options = dict(storage_options or {})
         if fs is None:

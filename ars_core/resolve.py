@@ -29,12 +29,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, PluginError
 from .estimate import Estimator, Tools
-from .files import DEFAULT_FILES_DIR, FILES_DIR_ENV, FileBackend, FsspecBackend
+from .files import FILES_DIR_ENV, FileBackend, FsspecBackend, default_files_place
 from .messages import Message
 from .plugins import (
     available,
@@ -223,16 +222,12 @@ def default_backend() -> FileBackend:
     written names the place in one INFO log line (logger ``ars``), and a local
     folder gets a ``.gitignore``.
     """
-    configured = os.environ.get(FILES_DIR_ENV, "").strip()
-    if "://" in configured:
-        backend = resolve_backend(configured)
+    url, why = default_files_place()
+    if os.environ.get(FILES_DIR_ENV, "").strip() == url:
+        # a URL named by the environment: a backend registered for its scheme builds it
+        backend = resolve_backend(url)
         if isinstance(backend, FsspecBackend) and backend.announce is None:
-            backend.announce = f"from {FILES_DIR_ENV}"
+            backend.announce = why
         assert backend is not None
         return backend
-    if configured:
-        folder, why = os.path.abspath(os.path.expanduser(configured)), f"from {FILES_DIR_ENV}"
-    else:
-        folder = os.path.abspath(DEFAULT_FILES_DIR)
-        why = f"the default; set {FILES_DIR_ENV} or pass a backend to choose another place"
-    return FsspecBackend(Path(folder).as_uri(), announce=why)
+    return FsspecBackend(url, announce=why)

@@ -20,12 +20,14 @@ from ars_core import ConfigError, hookimpl
 
 __all__ = ["resolve_summarizer"]
 
-# The plugin is useless without LangChain: without it the import fails here (found, not
-# imported), and ``ars plugins`` lists the plugin as skipped with this reason.
-if importlib.util.find_spec("langchain") is None:
-    raise ImportError(
-        'the LangChain plugin needs LangChain: pip install "ars[langchain]"', name="langchain"
-    )
+# The plugin is useless without LangChain: without it (or without langchain-core, which
+# it needs too) the import fails here (found, not imported), and ``ars plugins`` lists the
+# plugin as skipped with this reason.
+for _needed, _label in (("langchain", "LangChain"), ("langchain_core", "langchain-core")):
+    if importlib.util.find_spec(_needed) is None:
+        raise ImportError(
+            f'the LangChain plugin needs {_label}: pip install "ars[langchain]"', name=_needed
+        )
 
 
 def _one_line(exc: BaseException) -> str:

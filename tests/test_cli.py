@@ -851,14 +851,21 @@ SKIPPED_LANGCHAIN = (
 )
 
 
+@pytest.mark.parametrize(
+    ("missing", "skipped"),
+    [
+        ("langchain", SKIPPED_LANGCHAIN),
+        ("langchain_core", SKIPPED_LANGCHAIN.replace("needs LangChain", "needs langchain-core")),
+    ],
+)
 def test_plugins_leaves_out_a_plugin_whose_import_fails_and_says_why(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    missing: str, skipped: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without LangChain (its import blocked here) ``ars plugins`` lists the built-ins only,
-    one stderr line names the left-out adapter plugin and the extra to install, exit 0;
-    a provider string then is an unknown summarizer naming that extra."""
+    """Without LangChain or langchain-core (its import blocked here) ``ars plugins`` lists
+    the built-ins only, one stderr line names the left-out adapter plugin and the extra to
+    install, exit 0; a provider string then is an unknown summarizer naming that extra."""
     blocked = (
-        "import sys; sys.modules['langchain'] = None; "
+        f"import sys; sys.modules[{missing!r}] = None; "
         "from ars_core.cli import main; sys.exit(main(sys.argv[1:]))"
     )
     monkeypatch.delenv("ARS_PLUGINS", raising=False)
@@ -869,7 +876,7 @@ def test_plugins_leaves_out_a_plugin_whose_import_fails_and_says_why(
     listed = cli("plugins")
     assert listed.returncode == 0
     assert [p["name"] for p in json.loads(listed.stdout)] == ["ars.builtins"]
-    assert listed.stderr == SKIPPED_LANGCHAIN + "\n"
+    assert listed.stderr == skipped + "\n"
     spec = cli("replay", str(SAMPLES[0]), "--summarizer", "openai:gpt-4o-mini")
     assert spec.returncode == 2
     assert spec.stderr.startswith("ars: error: --summarizer: ")

@@ -89,6 +89,25 @@ def test_ars_files_dir_names_a_folder_or_any_backend_url(
     assert asked.fs.cat_file("/ars-asked-for/outputs/b.txt") == b"kept in memory"
 
 
+@pytest.mark.spec("R61", "R36")
+def test_an_fsspec_backend_given_no_url_keeps_files_where_the_default_backend_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``FsspecBackend()`` is not an in-memory store: with no URL it takes the same
+    place as the default backend (``./.ars`` made absolute, or ``ARS_FILES_DIR``)."""
+    monkeypatch.delenv("ARS_FILES_DIR")
+    monkeypatch.chdir(tmp_path)
+    backend = FsspecBackend()
+    monkeypatch.chdir("/")
+    assert backend.url == (tmp_path / ".ars").as_uri()
+    backend.scoped("t1").write_text("outputs/a.txt", "kept on disk")
+    assert (tmp_path / ".ars" / "threads" / "t1" / "outputs" / "a.txt").read_text() == (
+        "kept on disk"
+    )
+    monkeypatch.setenv("ARS_FILES_DIR", "memory://ars-no-url-asked")
+    assert FsspecBackend().url == "memory://ars-no-url-asked"
+
+
 def test_a_page_is_numbered_lines_and_says_how_to_read_on() -> None:
     text = "first\nsecond\n" + "x" * (LINE_CHARS + 5) + "\nlast\n"
     assert page_of(text, "outputs/f.txt", 0, 2) == (
