@@ -33,7 +33,7 @@ from .estimate import (
     TiktokenEstimator,
     default_estimator,
 )
-from .files import FileBackend, FsspecBackend, check_path, sanitize_name
+from .files import FileBackend, FsspecBackend
 from .hookspecs import hookimpl
 from .messages import (
     MARK_OFFLOADED,
@@ -50,6 +50,7 @@ from .messages import (
     to_openai,
 )
 from .options import CallOptions
+from .paths import check_path, sanitize_name
 from .plugins import get_estimator, get_file_backend, get_plugin_manager, get_summarizer
 from .resolve import default_backend
 from .retention import Retention, audit_retention, task_retention, task_statement

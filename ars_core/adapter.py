@@ -50,14 +50,6 @@ from .config import CONFIG_FIELDS
 from .engine import Compressor, deliver_event
 from .errors import is_context_overflow
 from .estimate import OFFLOAD_CHARS, is_calibrated, message_tokens
-from .files import (
-    DEFAULT_READ_ONLY,
-    decode_text,
-    encode_text,
-    is_temporary,
-    scope_name,
-    text_sha256,
-)
 from .flow import _count_extra, can_compact
 from .hookspecs import hookimpl
 from .layout import OUTPUT_FOLDERS, output_folder
@@ -65,6 +57,14 @@ from .memo import unchanged_prefix
 from .messages import MARK_SUMMARY, Message
 from .options import CallOptions
 from .pairing import synthetic_result, warn_unpaired
+from .paths import (
+    DEFAULT_READ_ONLY,
+    decode_text,
+    encode_text,
+    is_temporary,
+    scope_name,
+    text_sha256,
+)
 from .prompt import render_prompt
 from .readback import (
     DEFAULT_READ_LIMIT,

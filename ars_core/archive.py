@@ -28,11 +28,12 @@ import attrs
 
 from . import memo
 from .errors import ArchiveFormatError, MessageFormatError
-from .files import FileBackend, encode_text
+from .files import FileBackend
 from .l1 import FileWrite
 from .layout import HISTORY_DIR
 from .memo import unchanged_prefix
 from .messages import Message, message_from_dict, message_to_dict
+from .paths import encode_text
 
 __all__ = [
     "HISTORY_DIR",
@@ -51,7 +52,7 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
 
 def archive_line(message: Message) -> tuple[bytes, bytes]:
     """``message`` as one line of a history archive (:func:`message_to_dict` as JSON,
-    encoded as :func:`~ars_core.files.encode_text` stores text) and the SHA-256
+    encoded as :func:`~ars_core.paths.encode_text` stores text) and the SHA-256
     digest of that line.
 
     The lines of the latest archive an engine built are kept by its memo

@@ -35,9 +35,9 @@ from typing import Any
 import attrs
 
 from .errors import MessageFormatError
-from .files import text_sha256
 from .memo import CONTENT_KEY, FORM_KEY
 from .messages import Message, message_from_dict, message_to_dict
+from .paths import text_sha256
 from .retention import Retention
 from .usage import Usage
 

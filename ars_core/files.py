@@ -34,43 +34,33 @@ import hashlib
 import logging
 import os
 import posixpath
-import re
 import stat
 import threading
 import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ._local_files import BATCH_FILES, CHUNK, Folders, LocalBatch, flush_folders
 from .errors import FileBackendError, PathBoundaryError
+from .paths import (
+    DEFAULT_READ_ONLY,
+    TMP_MARK,
+    check_path,
+    decode_text,
+    default_files_place,
+    encode_text,
+    is_temporary,
+    scope_name,
+)
 
-__all__ = [
-    "DEFAULT_FILES_DIR",
-    "DEFAULT_READ_ONLY",
-    "FILES_DIR_ENV",
-    "FileBackend",
-    "FsspecBackend",
-    "check_path",
-    "decode_text",
-    "default_files_place",
-    "encode_text",
-    "sanitize_name",
-    "scope_name",
-    "text_sha256",
-]
+__all__ = ["FileBackend", "FsspecBackend"]
 
 log = logging.getLogger("ars")
 
-#: how text becomes bytes in every ARS file and hash (see the module doc)
-TEXT_ENCODING = "utf-8"
-TEXT_ERRORS = "surrogatepass"
 #: files up to this size are compared byte for byte before a write is skipped
 VERIFY_LIMIT = 16 * 1024 * 1024
-#: what the temporary name of an atomic write holds (``.<name>.ars-tmp-<random>``)
-TMP_MARK = ".ars-tmp-"
 #: temporaries of interrupted writes older than this are removed (see FsspecBackend._sweep)
 STALE_TMP_SECONDS = 600
 #: thread-scoped backends a root keeps (the most recently used; see FsspecBackend.scoped)
@@ -79,64 +69,6 @@ MAX_SCOPED = 1024
 OBJECT_STORES = frozenset(
     {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oci", "oss", "r2", "b2"}
 )
-
-#: the environment variable naming where ARS keeps its files when no backend is given
-FILES_DIR_ENV = "ARS_FILES_DIR"
-#: where ARS keeps its files when no backend is given and ``ARS_FILES_DIR`` is unset
-DEFAULT_FILES_DIR = ".ars"
-
-
-def default_files_place() -> tuple[str, str]:
-    """Where ARS keeps its files when no place is named: ``(url, why)``.
-
-    ``ARS_FILES_DIR`` names a local folder or any backend URL; unset, the folder
-    ``.ars`` in the current directory. A relative folder is made absolute now, so a
-    later ``chdir`` does not move the files. ``why`` is said in the one INFO line
-    that names the place with its first write.
-    """
-    configured = os.environ.get(FILES_DIR_ENV, "").strip()
-    if "://" in configured:
-        return configured, f"from {FILES_DIR_ENV}"
-    if configured:
-        return Path(os.path.abspath(os.path.expanduser(configured))).as_uri(), (
-            f"from {FILES_DIR_ENV}"
-        )
-    why = f"the default; set {FILES_DIR_ENV} or pass a backend to choose another place"
-    return Path(os.path.abspath(DEFAULT_FILES_DIR)).as_uri(), why
-
-
-#: virtual areas no ARS write may touch (the public Skills area)
-DEFAULT_READ_ONLY: tuple[str, ...] = ("skills",)
-
-_DRIVE = re.compile(r"^[A-Za-z]:")
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-
-
-def encode_text(text: str) -> bytes:
-    """The bytes ARS stores for ``text``: UTF-8, lone surrogates passed through."""
-    return text.encode(TEXT_ENCODING, TEXT_ERRORS)
-
-
-def decode_text(data: bytes) -> str:
-    """The exact inverse of :func:`encode_text`."""
-    return data.decode(TEXT_ENCODING, TEXT_ERRORS)
-
-
-def text_sha256(text: str) -> str:
-    """The hex SHA-256 of ``text`` as ARS stores it (any ``str`` can be hashed).
-
-    Encoded and hashed a piece at a time (the same digest: UTF-8 encodes each code
-    point alone), so a large text costs no full-size copy and a worker thread
-    hashing it never holds the interpreter for long."""
-    digest = hashlib.sha256()
-    for start in range(0, len(text), HASH_PIECE):
-        digest.update(encode_text(text[start : start + HASH_PIECE]))
-    return digest.hexdigest()
-
-
-#: characters encoded and hashed at a time by :func:`text_sha256`
-HASH_PIECE = 1 << 20
-
 
 #: roots already named in the log by this process
 _ANNOUNCED: set[str] = set()
@@ -171,24 +103,6 @@ class FileBackend(Protocol):
         ...
 
 
-def sanitize_name(name: str, *, default: str = "tool", max_length: int = 64) -> str:
-    """Make a tool name safe to use inside a file name.
-
-    Anything but letters, digits, ``_``, ``.`` and ``-`` becomes ``_``; leading
-    dots are dropped so ``..`` can never survive.
-    """
-    cleaned = _UNSAFE.sub("_", name or "").strip("._-")
-    cleaned = cleaned.replace("..", "_")
-    return cleaned[:max_length] or default
-
-
-def is_temporary(path: str) -> bool:
-    """Whether ``path`` names the temporary file of an atomic write
-    (``.<name>.ars-tmp-<random>``)."""
-    name = posixpath.basename(path.rstrip("/"))
-    return name.startswith(".") and TMP_MARK in name
-
-
 def _mtime(info: dict[str, Any]) -> float | None:
     """A listed file's modification time (seconds since the epoch), when fsspec gives one."""
     for key in ("mtime", "LastModified", "last_modified", "created"):
@@ -198,55 +112,6 @@ def _mtime(info: dict[str, Any]) -> float | None:
         if isinstance(value, datetime.datetime):
             return value.timestamp()
     return None
-
-
-def scope_name(scope: str) -> str:
-    """A file-system-safe, collision-free directory name for a scope (thread id).
-
-    Safe names are kept as they are; any other becomes ``_<sanitized>-<hash of
-    the raw name>``. A safe name never starts with ``_`` (:func:`sanitize_name`
-    strips it), so a hashed name can never equal one: ``"a/b"`` and ``"a_b"``,
-    ``"../etc"`` and ``"etc"``, ``"team/alice"`` and the literal
-    ``"team_alice-8b8fafbf563a"`` never share a scope.
-    """
-    safe = sanitize_name(scope, default="default", max_length=96)
-    if safe != scope:
-        digest = text_sha256(scope)[:12]
-        safe = f"_{safe}-{digest}"
-    return safe
-
-
-def check_path(
-    path: str, *, write: bool = False, read_only: Sequence[str] = DEFAULT_READ_ONLY
-) -> str:
-    """Validate a virtual path and return it normalised.
-
-    Raises :class:`~ars_core.errors.PathBoundaryError` for an empty path, a NUL
-    byte, a backslash, an absolute path or drive, a ``~`` home path, any ``..``
-    segment, and (when ``write``) a path inside a ``read_only`` area.
-    """
-    if not isinstance(path, str) or not path.strip():
-        raise PathBoundaryError(str(path), "empty path")
-    if "\x00" in path:
-        raise PathBoundaryError(path, "NUL byte in path")
-    if "\\" in path:
-        raise PathBoundaryError(path, "backslash in path")
-    if path.startswith("/") or _DRIVE.match(path):
-        raise PathBoundaryError(path, "absolute paths are not allowed")
-    if path.startswith("~"):
-        raise PathBoundaryError(path, "home-relative paths are not allowed")
-    parts = [p for p in path.split("/") if p not in ("", ".")]
-    if any(p == ".." for p in parts):
-        raise PathBoundaryError(path, "'..' segments are not allowed")
-    if not parts:
-        raise PathBoundaryError(path, "empty path")
-    norm = "/".join(parts)
-    if write:
-        for area in read_only:
-            area = area.strip("/")
-            if norm == area or norm.startswith(area + "/"):
-                raise PathBoundaryError(path, f"the {area!r} area is read-only")
-    return norm
 
 
 def _commit(

@@ -32,7 +32,6 @@ import attrs
 
 from . import memo
 from .estimate import CachingEstimator, Estimator, is_bounded, message_tokens
-from .files import decode_text, encode_text, sanitize_name, text_sha256
 from .layout import LARGE_TOOL_RESULTS_DIR, LARGE_USER_MESSAGES_DIR
 from .memo import L1_PLAN, L1_USER, TOKENS, estimator_key
 from .messages import (
@@ -43,6 +42,7 @@ from .messages import (
     Message,
     ToolCall,
 )
+from .paths import decode_text, encode_text, sanitize_name, text_sha256
 from .preview_fit import fit_head_and_tail, fit_preview
 
 __all__ = [
@@ -71,7 +71,7 @@ TRUNCATE_TOOLS: tuple[str, ...] = ("write_file", "edit_file")
 @attrs.frozen
 class FileWrite:
     """A text file to write under a virtual path: its ``text``, that text already
-    encoded (``data``, as :func:`~ars_core.files.encode_text` gives it), or its
+    encoded (``data``, as :func:`~ars_core.paths.encode_text` gives it), or its
     encoded ``lines`` (the file is each line followed by a newline: a history archive,
     built from lines kept per message) when the engine built it from encoded pieces.
     Any form gives the others on demand; a backend with ``write_bytes`` takes

@@ -29,11 +29,11 @@ import attrs
 
 from . import memo
 from ._media import media_type
-from .files import text_sha256
 from .l1 import FileWrite, L1Plan
 from .layout import MEDIA_DIR
 from .memo import L1_MEDIA
 from .messages import MARK_SUMMARY, ContentPart, Message
+from .paths import text_sha256
 
 __all__ = [
     "MARK_MEDIA_OFFLOADED",

@@ -18,7 +18,8 @@ from typing import Any, cast
 
 from .capabilities import AsyncReadBackend, has
 from .errors import ArsError, ConfigError, FileBackendError, PathBoundaryError
-from .files import FileBackend, check_path
+from .files import FileBackend
+from .paths import check_path
 
 __all__ = [
     "DEFAULT_READ_LIMIT",

@@ -38,9 +38,10 @@ from .config import SummaryConfig
 from .engine import CallOutcome, Compressor
 from .errors import MessageFormatError
 from .estimate import Estimator, message_tokens
-from .files import FileBackend, FsspecBackend, sanitize_name
+from .files import FileBackend, FsspecBackend
 from .layout import HISTORY_DIR, LARGE_TOOL_RESULTS_DIR, TRIMMED_DIR
 from .messages import Message, read_messages
+from .paths import sanitize_name
 from .resolve import resolve_summarizer
 from .retention import TASK_KEPT
 from .summarize import (

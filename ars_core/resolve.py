@@ -33,8 +33,9 @@ from typing import Any
 
 from .errors import ConfigError, PluginError
 from .estimate import Estimator, Tools
-from .files import FILES_DIR_ENV, FileBackend, FsspecBackend, default_files_place
+from .files import FileBackend, FsspecBackend
 from .messages import Message
+from .paths import FILES_DIR_ENV, default_files_place
 from .plugins import (
     available,
     get_estimator,

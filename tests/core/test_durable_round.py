@@ -148,7 +148,7 @@ def test_a_file_whose_flush_fails_is_a_failed_write_and_the_others_are_written(
     """One offload's fsync fails (EIO): that result stays whole in the view and is not
     named as offloaded, its file is neither under its name nor left as a temporary;
     the other offloads are written, as when a write fails outright."""
-    from ars_core.files import text_sha256
+    from ars_core.paths import text_sha256
 
     messages, texts = _history()
     failing = f"bash-{text_sha256(texts[2])}.txt"

@@ -24,10 +24,10 @@ from ars_core import (
     describe_event,
 )
 from ars_core.estimate import message_tokens
-from ars_core.files import text_sha256
 from ars_core.l1 import OFFLOAD_HEADER
 from ars_core.l1_media import MARK_MEDIA_OFFLOADED
 from ars_core.messages import MARK_OFFLOADED
+from ars_core.paths import text_sha256
 from ars_core.testing import FailingBackend, FakeSummarizer, ScriptedModel, capture_events
 
 from .helpers import files_in, memory_backend, png, small_config, words

@@ -13,7 +13,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from ars_core import ApproxEstimator, FsspecBackend, SummaryConfig
-from ars_core.files import text_sha256
+from ars_core.paths import text_sha256
 from ars_langchain import ArsSummarizationMiddleware
 from ars_langchain.testing import FakeToolChatModel
 from tests.core.helpers import png

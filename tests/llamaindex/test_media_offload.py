@@ -13,7 +13,7 @@ import pytest
 from llama_index.core.base.llms.types import ChatMessage, ImageBlock, TextBlock
 
 from ars_core import ApproxEstimator, FsspecBackend
-from ars_core.files import text_sha256
+from ars_core.paths import text_sha256
 from ars_llamaindex import ArsMemory
 from tests.core.helpers import png
 from tests.llamaindex.helpers import dumps

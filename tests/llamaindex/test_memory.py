@@ -16,7 +16,7 @@ from llama_index.core.storage.chat_store import SimpleChatStore
 from llama_index.core.storage.chat_store.sql import SQLAlchemyChatStore
 
 from ars_core import ConfigError, FsspecBackend, SummaryConfig
-from ars_core.files import scope_name
+from ars_core.paths import scope_name
 from ars_core.testing import FailingBackend, FakeSummarizer
 from ars_llamaindex import (
     ArsFunctionAgent,

@@ -406,7 +406,7 @@ def archive_digest_ok(data: bytes, name: str) -> bool:
 
 def content_ok(path: str, data: bytes) -> bool:
     """The file's bytes match the content hash its name holds."""
-    from ars_core.files import text_sha256
+    from ars_core.paths import text_sha256
 
     name = path.rsplit("/", 1)[-1]
     if "conversation_history/" in path:
