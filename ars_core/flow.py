@@ -87,6 +87,7 @@ from .retention import (
     audit_retention,
     is_user_request,
     task_retention,
+    view_text,
 )
 from .stream import CompressionEvent
 from .summarize import (
@@ -328,13 +329,13 @@ def _level2(r: CallState, l1: L1View, cut: Cut) -> Flow:
     if not r.started:  # the forced path announces itself when L2 begins
         yield r.start("L2")
     summarized = yield from _summarize(r, l1, cut)
-    new_event, sent, retention = yield from _compose(r, l1, cut, summarized)
+    new_event, sent, retention, text = yield from _compose(r, l1, cut, summarized)
     if summarized.archived.pending:  # written beside the steps above: durable before it is named
         archived = yield SettleArchive()
         if archived.error is not None:
             summarized = attrs.evolve(summarized, archived=_archive_failed(archived))
-            new_event, sent, retention = yield from _compose(r, l1, cut, summarized)
-    _report(cut, sent.view, retention)
+            new_event, sent, retention, text = yield from _compose(r, l1, cut, summarized)
+    _report(cut, sent.view, text, retention)
     view = r.send(sent.view)
     result = yield CallModel(view)
     if result.error is not None:
@@ -362,17 +363,19 @@ def _level2(r: CallState, l1: L1View, cut: Cut) -> Flow:
 
 def _compose(
     r: CallState, l1: L1View, cut: Cut, summarized: _Summarized
-) -> Generator[Effect, Any, tuple[SummarizationEvent, Tail, Retention]]:
+) -> Generator[Effect, Any, tuple[SummarizationEvent, Tail, Retention, str]]:
     """The new event for ``summarized``, the view it sends (the kept tail trimmed
-    when needed) and the retention audit of that view."""
+    when needed), the retention audit of that view and the view's text (read once,
+    for the audit and the report)."""
     new_event = _new_event(r, cut, summarized)
     sent = yield from _trim_tail(r, l1, cut, new_event.summary_message)
-    retention = audit_retention(r.raw[cut.start : cut.local], sent.view, task=cut.task)
+    text = view_text(sent.view)
+    retention = audit_retention(r.raw[cut.start : cut.local], sent.view, task=cut.task, text=text)
     new_event = attrs.evolve(new_event, retention=retention)
-    return new_event, sent, retention
+    return new_event, sent, retention, text
 
 
-def _report(cut: Cut, view: Sequence[Message], retention: Retention) -> None:
+def _report(cut: Cut, view: Sequence[Message], text: str, retention: Retention) -> None:
     """The retention audit of the view this round sends (the task: every user
     request up to the cutoff, and what the agent may need from the newly summarized
     messages: files, commands, errors, tool-call ids), in the log: one INFO line,
@@ -381,7 +384,7 @@ def _report(cut: Cut, view: Sequence[Message], retention: Retention) -> None:
     if not retention.missing:
         return
     total = len(retention.missing) + len(retention.found)
-    lost = _lost_requests(cut, view, retention)
+    lost = _lost_requests(cut, view, text, retention)
     if lost:
         log.warning(
             "ARS: after summarizing, the model no longer sees %s; the summary left it "
@@ -399,17 +402,18 @@ def _report(cut: Cut, view: Sequence[Message], retention: Retention) -> None:
         )
 
 
-def _lost_requests(cut: Cut, view: Sequence[Message], retention: Retention) -> str:
+def _lost_requests(cut: Cut, view: Sequence[Message], text: str, retention: Retention) -> str:
     """What the model no longer sees of the user's requests, in words ("" when
     nothing): the whole task statement, or the newest request when it was
-    summarized (no later request kept) and nothing of it is in the view."""
+    summarized (no later request kept) and nothing of it is in the view (whose
+    :func:`~ars_core.retention.view_text` is ``text``)."""
     if not cut.task:
         return ""
     if retention.task_fraction == 0:
         return "the task (none of the user's requests up to the cutoff)"
     if any(is_user_request(m) for m in view[1:]):
         return ""  # a newer request is kept whole
-    if task_retention(cut.task[-1], view) == 0:
+    if task_retention(cut.task[-1], text) == 0:
         return "the user's newest request"
     return ""
 

@@ -403,6 +403,7 @@ def task_retention(task: str | Sequence[str], view: Sequence[Message] | str) -> 
     if not total:
         return 1.0
     common: frozenset[int] | None = None
+    padded: str | None = None
     kept = 0
     for source, index in zip(texts, indexes, strict=True):
         if index.whole is not None:
@@ -410,6 +411,11 @@ def task_retention(task: str | Sequence[str], view: Sequence[Message] | str) -> 
         elif source in text:  # verbatim: every run of it is in the view
             kept += index.words
         else:
+            if padded is None:
+                padded = f" {text} "
+            if index.bordered in padded:  # its words, in order, are some of the view's
+                kept += index.words
+                continue
             if common is None:
                 common = frozenset(_runs(text.split()))
             kept += index.covered(common)
@@ -426,14 +432,19 @@ def _runs(words: Sequence[str]) -> Iterable[int]:
 class _TaskIndex:
     """One task text's words: their count, the text itself when shorter than a run
     (``whole``), else its runs in order (``runs``, 8-byte hashes), and the last
-    coverage worked out (the same runs are found in the view round after round)."""
+    coverage worked out (the same runs are found in the view round after round).
+    ``bordered`` is its words joined by single spaces, a space either side: found in
+    a text so bordered, its words are consecutive words of that text (so every run
+    of it is one of the text's), as when a summary holds the request whole."""
 
-    __slots__ = ("last", "runs", "whole", "words")
+    __slots__ = ("bordered", "last", "runs", "whole", "words")
 
     def __init__(self, task: str) -> None:
         words = task.split()
         self.words = len(words)
-        self.whole = " ".join(words) if self.words < SHINGLE_WORDS else None
+        joined = " ".join(words)
+        self.whole = joined if self.words < SHINGLE_WORDS else None
+        self.bordered = f" {joined} "
         self.runs = array("q", _runs(words) if self.whole is None else ())
         self.last: tuple[frozenset[int], int] = (frozenset(), 0)
 
@@ -472,6 +483,7 @@ def audit_retention(
     *,
     task: Sequence[str] | None = None,
     tail: Sequence[Message] | None = None,
+    text: str | None = None,
 ) -> Retention:
     """Check the anchors of ``summarized`` (the original messages an L2 round
     replaced) in ``view`` (summary message + kept messages).
@@ -479,9 +491,11 @@ def audit_retention(
     ``task`` defaults to :func:`task_statement` of ``summarized`` and ``view``
     (pass the one of the whole conversation when earlier rounds summarized its
     start). ``tail`` (default: ``view[1:]``) is where tool results whose calls
-    must stay in the view are looked for.
+    must stay in the view are looked for. ``text`` is :func:`view_text` of
+    ``view`` when the caller already made it (read here otherwise).
     """
-    text = view_text(view)
+    if text is None:
+        text = view_text(view)
     if task is None:
         task = task_statement([*summarized, *view])
     kept_tail = view[1:] if tail is None else tail

@@ -13,8 +13,9 @@ joins the two); it is never asked to write the task out again, round after round
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Mapping, Sequence
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -134,7 +135,7 @@ def _sections(
 def _frame_tokens(headers: Sequence[str], est: Estimator) -> int:
     """What the task sections take beside their texts: each header line and the
     blank line that follows each section."""
-    return est.count_text("".join(f"{SECTION_MARK} {h}\n\n\n" for h in headers))
+    return _counted(est, "".join(f"{SECTION_MARK} {h}\n\n\n" for h in headers))
 
 
 def _tokens(sections: Sequence[str], est: Estimator) -> int:
@@ -207,7 +208,7 @@ def summary_frame(est: Estimator) -> int:
     summarizer's prose beside the task: its ``Summary`` header and the end mark.
     A summarizer writing ARS's own sections (closed by its own end mark) is
     framed by neither."""
-    return est.count_text(f"{section(SUMMARY_HEADER, '')}\n\n{end_mark()}")
+    return _counted(est, f"{section(SUMMARY_HEADER, '')}\n\n{end_mark()}")
 
 
 def summarizer_limit(bound: int, task: TaskSection, est: Estimator, *, framed: bool = True) -> int:
@@ -238,12 +239,47 @@ def fitted_summary(result: Any, task: TaskSection, bound: int, est: Estimator) -
     for _ in range(4):
         if checked.text is None or not task.fits:  # (a task over its room: over the bound)
             return checked
-        over = est.count_text(summary_body(task.sections, checked.text)) - bound
+        over = _counted(est, summary_body(task.sections, checked.text)) - bound
         if over <= 0:
             return checked
         limit = max(1, min(limit, est.count_text(checked.text)) - over)
         checked = validate_summary(result, limit=limit, estimator=est)
     return checked
+
+
+class RecentCounts:
+    """The counts of the last texts the task's framing and a summary message's body
+    came to, per estimator (an engine's, kept by its memo): the same task sections
+    and headers come back round after round, and a body is counted once per text."""
+
+    #: texts remembered (a summary body is some thousands of characters)
+    SLOTS = 8
+
+    __slots__ = ("_counts", "_lock")
+
+    def __init__(self) -> None:
+        self._counts: OrderedDict[tuple[Hashable, str], int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def count(self, est: Estimator, text: str) -> int:
+        """``est.count_text(text)``, counted when not remembered."""
+        key = (estimator_key(est), text)
+        with self._lock:
+            found = self._counts.get(key)
+            if found is not None:
+                self._counts.move_to_end(key)
+                return found
+        tokens = est.count_text(text)
+        with self._lock:
+            self._counts[key] = tokens
+            while len(self._counts) > self.SLOTS:
+                self._counts.popitem(last=False)
+        return tokens
+
+
+def _counted(est: Estimator, text: str) -> int:
+    """``est.count_text(text)``, remembered by the running engine (:class:`RecentCounts`)."""
+    return memo.current().single("task:counts", RecentCounts).count(est, text)
 
 
 def earlier_task(history: Sequence[Message]) -> list[tuple[str, ...]]:

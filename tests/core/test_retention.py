@@ -369,3 +369,33 @@ def test_the_latest_items_are_those_of_the_whole_history(n_steps: int, last: int
     for reader in (edited_files, error_lines):
         whole = reader(history)
         assert reader(history, last=last) == whole[-last:]
+
+
+@pytest.mark.spec("R58")
+def test_a_request_held_whole_is_kept_without_the_view_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A request over several lines that the view holds whole (the summary's task
+    section; the view's text collapses whitespace) counts whole without the view's
+    word runs being made; a request whose first word is found only inside a longer
+    word (a partial-word match) is measured run by run. Every share equals the direct word-run measure."""
+    from ars_core import retention
+
+    request = "Fix the parser:\n  it crashes on empty input.\n\nKeep the API as it is, please."
+    other = "then update the changelog with a short note about it"
+    made: list[int] = []
+    real_runs = retention._runs
+    monkeypatch.setattr(retention, "_runs", lambda w: made.append(len(w)) or real_runs(w))
+    held = f"summary\n\n{request}\n\n{other}\n\ndone"
+    assert task_retention([request, other], "nothing of it") == 0.0  # the requests indexed
+    made.clear()
+    assert task_retention([request, other], held) == 1.0
+    assert made == []  # each request held whole: no run of the view was needed
+    glued = f"summary x{request}\n{other} done"  # its first word fused to another
+    views = [held, glued, f"summary {request}", "Fix the parser: it crashes"]
+    for view in views:
+        text = " ".join(view.split())
+        assert task_retention([request, other], text) == _reference_task_retention(
+            [request, other], text
+        )
+    assert made  # the partial-word view was measured run by run

@@ -240,3 +240,33 @@ class TestACutSummaryIsNeverEmpty:
         checked = validate_summary(self.TEXT, limit=limit, estimator=EST)
         assert checked.text is not None and checked.text.strip()
         assert self.TEXT.startswith(checked.text) and EST.count_text(checked.text) == 1
+
+
+@pytest.mark.spec("R54", "R60")
+@pytest.mark.parametrize("bound", [200, 2000])
+def test_a_summary_body_is_counted_once_per_engine(bound: int) -> None:
+    """Round after round the task sections and the summarizer's text come back: the
+    engine counts a summary message's body once (its memo keeps the count) and fits
+    the summary as an engine that never saw it does (cut at a small bound, whole at a
+    large one), and as before."""
+    from ars_core import memo
+
+    from .test_summary_and_rounds import TextRecordingEstimator
+
+    texts = requests_of([300, 40])
+    history = [user(t) for t in texts]
+    est = TextRecordingEstimator()
+    task = summary_task(history, texts, bound // 2, est)
+    summary = words(120, "said")
+    with memo.active(memo.Memo()):
+        first = fitted_summary(summary, task, bound, est)
+        body = summary_body(task.sections, first.text or "")
+        assert body in est.texts
+        est.texts.clear()
+        again = fitted_summary(summary, task, bound, est)
+        assert body not in est.texts
+    with memo.active(memo.Memo()):
+        fresh = fitted_summary(summary, task, bound, TextRecordingEstimator())
+    assert again == first == fresh
+    assert (first.cut_from is None) == (bound == 2000)
+    assert EST.count_text(body) <= bound
