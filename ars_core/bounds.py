@@ -9,6 +9,7 @@ overheads, media, tool calls as JSON) with each text taken as its bytes.
 
 from __future__ import annotations
 
+import functools
 from json.encoder import encode_basestring as _escaped
 from typing import Any
 
@@ -104,3 +105,68 @@ def json_bytes(value: Any) -> int:
         else:
             return utf8_length(json_text(value))
     return total
+
+
+#: characters a head is first taken with, per token it must hold (a text has about 4)
+HEAD_CHARS_PER_TOKEN = 5
+#: how far past that length a head may end (where a line starts with a letter or digit)
+HEAD_REACH = 4
+
+
+def head_tokens_below(encoding: Any, text: str, tokens: int) -> int:
+    """Tokens of a head of ``text`` of about ``tokens`` tokens (:func:`piece_head`),
+    never more than the text's own count in the ``o200k_base`` ``encoding``: 0 when no
+    such head is found."""
+    end = piece_head(text, tokens * HEAD_CHARS_PER_TOKEN)
+    return len(encoding.encode_ordinary(text[:end])) if end else 0
+
+
+def piece_head(text: str, start: int) -> int:
+    """The length of a head of ``text`` (from ``start`` to :data:`HEAD_REACH` times
+    that) that the ``o200k_base`` encoding encodes as the text's first tokens; 0 when
+    there is none.
+
+    The encoding splits a text into pieces (its pattern) and encodes each alone, so a
+    text's count is the sum of its pieces'. The head ends right after a newline that
+    starts no longer run of newlines (:func:`_piece_ends_after`): the piece holding
+    that newline ends there in the text as in the head, and the pieces before it are
+    found the same in both (what decides them lies before it). So the head's pieces
+    are the text's first ones, and its count is at most the text's.
+    """
+    if start <= 0 or start >= len(text):
+        return 0
+    limit = min(len(text) - 1, start * HEAD_REACH)
+    i = text.find("\n", start - 1, limit)
+    while i != -1:
+        if _piece_ends_after(text, i + 1):
+            return i + 1
+        i = text.find("\n", i + 1, limit)
+    return 0
+
+
+def _piece_ends_after(text: str, p: int) -> bool:
+    """Whether the ``o200k_base`` piece holding the newline ``text[p - 1]`` ends at ``p``
+    whatever follows ``text[p]``: the pieces that hold a newline are a run of spaces
+    ending in newlines (``\\s*[\\r\\n]+``) and punctuation followed by newlines and
+    slashes (`` ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*``); neither takes a character that is
+    neither a space nor a slash, nor spaces and tabs that a character other than a
+    space follows (no newline among them)."""
+    c = text[p]
+    if c in " \t":
+        q = p + 1
+        while q < len(text) and text[q] in " \t":
+            q += 1
+        return q < len(text) and not text[q].isspace()
+    return c != "/" and not c.isspace()
+
+
+@functools.cache
+def digit_groups_are_tokens(encoding: Any) -> bool:
+    """Whether every string of one to three digits is one token of ``encoding`` (true
+    of ``o200k_base``): a number, split by the pattern into such groups, then counts
+    one token a group, so a number of fewer digits never counts more."""
+    return all(
+        len(encoding.encode_ordinary(str(i).zfill(digits))) == 1
+        for digits in (1, 2, 3)
+        for i in range(10**digits)
+    )

@@ -22,6 +22,7 @@ from .estimate import Estimator, message_tokens
 from .memo import Memo
 from .messages import Message
 from .pairing import Pairing, pair_tool_calls
+from .pending_form import made
 from .stream import CompressionEvent, Level, Phase
 from .totals import CountLater, HistorySize, NewestFirst
 
@@ -158,7 +159,10 @@ class CallState:
             self.extra += sum(message_tokens(est, m) for m in paired.added)
 
     def send(self, view: list[Message]) -> list[Message]:
-        """``view`` as it is sent: every tool call paired with its result."""
+        """``view`` as it is sent: every tool call paired with its result (an L1 form
+        made, see :mod:`ars_core.pending_form`)."""
+        if view is not self.effective:
+            made(view)
         paired = (
             self.paired
             if self.paired is not None and view is self.effective

@@ -264,10 +264,10 @@ class CachingEstimator:
         its id, type and name, the tool-call id a result answers and the name.
         """
         key = self.cache_key
+        content = message.content  # read first: a pending form keeps its count as it is made
         cached = TOKENS.get(message, key)
         if cached is not None:
             return int(cached)
-        content = message.content
         plain = isinstance(content, str) and not message.tool_calls and len(content) < 65536
         if plain:
             ckey = (message.role, message.name, message.tool_call_id, message.content)

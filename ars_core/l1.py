@@ -26,12 +26,21 @@ write failed, so a failed write never loses text from the view.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from typing import cast
+from typing import Any, cast
 
 import attrs
 
 from . import memo
-from .estimate import CachingEstimator, Estimator, is_bounded, message_tokens
+from ._tiktoken_offline import load_encoding
+from .bounds import digit_groups_are_tokens, head_tokens_below, utf8_length
+from .estimate import (
+    MESSAGE_OVERHEAD,
+    CachingEstimator,
+    Estimator,
+    TiktokenEstimator,
+    is_bounded,
+    message_tokens,
+)
 from .layout import LARGE_TOOL_RESULTS_DIR, LARGE_USER_MESSAGES_DIR
 from .memo import L1_PLAN, L1_USER, TOKENS, estimator_key
 from .messages import (
@@ -43,6 +52,7 @@ from .messages import (
     ToolCall,
 )
 from .paths import decode_text, encode_text, sanitize_name, text_sha256
+from .pending_form import pending_form
 from .preview_fit import fit_head_and_tail, fit_preview
 
 __all__ = [
@@ -245,14 +255,38 @@ def _offload(
     message: Message, estimator: Estimator, limit: int, *, user: bool = False
 ) -> tuple[Message, FileWrite]:
     text = message.text
-    if user:
-        path = f"{LARGE_USER_MESSAGES_DIR}/user-{sha256_text(text)}.txt"
-    else:
-        tool = sanitize_name(message.name or "tool")
-        path = f"{LARGE_TOOL_RESULTS_DIR}/{tool}-{sha256_text(text)}.txt"
+    path = _offload_path(message, text, user)
     kept: tuple[ContentPart, ...] = ()
     if not isinstance(message.content, str):  # non-text parts (images...) stay in the view
         kept = tuple(p for p in message.content if p.text is None)
+    body, shell, counted = _offload_text(message, estimator, limit, path, kept, user)
+    if isinstance(message.content, str):
+        new = message.with_content(body, **{MARK_OFFLOADED: path})
+        _keep_count(estimator, new, shell, counted)
+        return new, FileWrite(path, text)
+    content = (ContentPart(type="text", text=body), *kept)
+    return message.with_content(content, **{MARK_OFFLOADED: path}), FileWrite(path, text)
+
+
+def _offload_path(message: Message, text: str, user: bool) -> str:
+    if user:
+        return f"{LARGE_USER_MESSAGES_DIR}/user-{sha256_text(text)}.txt"
+    tool = sanitize_name(message.name or "tool")
+    return f"{LARGE_TOOL_RESULTS_DIR}/{tool}-{sha256_text(text)}.txt"
+
+
+def _offload_text(
+    message: Message,
+    estimator: Estimator,
+    limit: int,
+    path: str,
+    kept: tuple[ContentPart, ...],
+    user: bool,
+) -> tuple[str, int, int | None]:
+    """The offloaded body of ``message`` (a header naming ``path`` and a preview), the
+    count of the message without its text (its ``shell``) and the body's count when the
+    preview fit counted it."""
+    text = message.text
     # the message's count is cached from the trigger: the text is not counted a second time
     tokens = max(
         0,
@@ -265,12 +299,60 @@ def _offload(
     counts: dict[str, int] = {}
     preview = fit_head_and_tail(estimator, text, limit, frame, overhead=shell + 1, counts=counts)
     body = offload_body(path, text, preview, tokens, user=user)
-    if isinstance(message.content, str):
-        new = message.with_content(body, **{MARK_OFFLOADED: path})
-        _keep_count(estimator, new, shell, counts.get(body))
-        return new, FileWrite(path, text)
-    content = (ContentPart(type="text", text=body), *kept)
-    return message.with_content(content, **{MARK_OFFLOADED: path}), FileWrite(path, text)
+    return body, shell, counts.get(body)
+
+
+def _pending_offload(
+    m: Message, estimator: Estimator, limit: int
+) -> tuple[Message, FileWrite] | None:
+    """The offload of the tool result ``m`` (a string content) as a pending form (see
+    :mod:`ars_core.pending_form`: its header and preview made when first read), when it
+    is certain without making the form: the result is above ``limit`` (a head of it
+    alone is, :func:`~ars_core.bounds.head_tokens_below`, else by its count), and the
+    form is smaller whatever its preview (a preview fits ``limit`` with the header; a
+    header alone is within ``limit``, counted with a token count of as many digits as
+    the result's bytes). ``None`` otherwise, or when the estimator is not the exact
+    ``o200k_base`` one: the form is made at once."""
+    text = m.content
+    if not isinstance(text, str) or not text or not _counts_by_pieces(estimator):
+        return None
+    exact = cast(TiktokenEstimator, estimator)
+    if exact.token_bound(m) <= limit:  # as L1 decides it at once
+        return None
+    encoding = load_encoding(exact.encoding_name)
+    above = TOKENS.get(m, exact.cache_key) is None and (
+        MESSAGE_OVERHEAD + head_tokens_below(encoding, text, limit) > limit
+    )
+    if not above and message_tokens(exact, m) <= limit:
+        return None
+    path = _offload_path(m, text, False)
+    shell = message_tokens(exact, m.with_content(""))
+    # the header alone, its count written with as many digits as the text's bytes: no
+    # fewer than the count has, each group of three a token
+    header = offload_body(path, text, "", utf8_length(text))
+    if not digit_groups_are_tokens(encoding) or shell + exact.count_text(header) > limit:
+        return None
+
+    def fill(form: Message) -> str:
+        body, _, counted = _offload_text(m, estimator, limit, path, (), False)
+        _keep_count(estimator, form, shell, counted)
+        return body
+
+    proto = m.with_content("", **{MARK_OFFLOADED: path})
+    return pending_form(proto, fill), FileWrite(path, text)
+
+
+def _counts_by_pieces(estimator: Estimator) -> bool:
+    """Whether ``estimator`` counts a message as the built-in exact ``o200k_base`` one
+    does (its pieces' counts add up, see :func:`~ars_core.bounds.head_tokens_below`)."""
+    kind: type[Any] = type(estimator)
+    return (
+        isinstance(estimator, TiktokenEstimator)
+        and estimator.encoding_name == "o200k_base"
+        and kind.count_text is TiktokenEstimator.count_text
+        and kind.count_message is CachingEstimator.count_message
+        and kind.measure is CachingEstimator.measure
+    )
 
 
 def _keep_count(estimator: Estimator, new: Message, shell: int, body: int | None) -> None:
@@ -334,6 +416,9 @@ def _plan_message(
     if m.metadata.get(MARK_SUMMARY) or _offloaded_body(m, estimator, tool_token_limit):
         return m, None, 0
     if m.role == "tool":
+        pending = _pending_offload(m, estimator, tool_token_limit)
+        if pending is not None:
+            return (*pending, 0)
         if not _above(estimator, m, tool_token_limit):
             return m, None, 0
         size = message_tokens(estimator, m)

@@ -34,6 +34,7 @@ from .layout import MEDIA_DIR
 from .memo import L1_MEDIA
 from .messages import MARK_SUMMARY, ContentPart, Message
 from .paths import text_sha256
+from .pending_form import has_text_content
 
 __all__ = [
     "MARK_MEDIA_OFFLOADED",
@@ -190,7 +191,7 @@ def media_offloader(tool_token_limit: int) -> Callable[[Message], tuple[Message,
 
 
 def _has_parts(m: Message) -> bool:
-    return not isinstance(m.content, str) and not m.metadata.get(MARK_SUMMARY)
+    return not has_text_content(m) and not m.metadata.get(MARK_SUMMARY)
 
 
 def offload_inline_media(plan: L1Plan, *, tool_token_limit: int) -> L1Plan:

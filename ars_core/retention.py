@@ -43,6 +43,7 @@ __all__ = [
     "is_earlier_summary",
     "is_user_request",
     "leading_requests",
+    "newest_error_lines",
     "request_texts",
     "task_retention",
     "task_statement",
@@ -234,8 +235,14 @@ def _latest(messages: Sequence[Message], reader: str, k: int) -> list[str]:
     message back, stopping once ``k`` distinct items are found. Only the messages
     that hold something are looked at (known from the rounds before, for a history
     that grew)."""
+    return _last_distinct(reversed(_index(reader)(messages)[1]), k)
+
+
+def _last_distinct(newest_first: Iterable[tuple[str, ...]], k: int) -> list[str]:
+    """The last ``k`` distinct items of the messages' items given newest message first,
+    oldest first (each at its last place)."""
     found: dict[str, None] = {}
-    for items in reversed(_index(reader)(messages)[1]):
+    for items in newest_first:
         for item in reversed(items):
             if item not in found:
                 found[item] = None
@@ -323,6 +330,13 @@ def error_lines(messages: Iterable[Message], *, last: int | None = None) -> list
     if last is not None:
         return _latest(_sequence(messages), "errors", last)
     return _ordered_by_last(line for m in messages for line in _errors_in(m))
+
+
+def newest_error_lines(messages: Sequence[Message], k: int) -> list[str]:
+    """``error_lines(messages, last=k)`` read message by message from the newest back,
+    no further than the ``k`` lines take: the older messages are not looked at (no
+    index of ``messages`` is kept; for a history read once)."""
+    return _last_distinct(map(_errors_in, reversed(messages)), k)
 
 
 def command_text(call: ToolCall) -> str:

@@ -53,10 +53,10 @@ from .prompt import media_reference, render_history, render_prompt
 from .retention import (
     MARK_NOTE,
     edited_files,
-    error_lines,
     is_earlier_summary,
     is_user_request,
     leading_requests,
+    newest_error_lines,
 )
 from .summary_text import (
     MARK_OMITTED,
@@ -326,7 +326,7 @@ def _anchored_note(before: Sequence[Message], omitted: int) -> Message:
     errors of ``before``."""
     note = _omitted_note(omitted)
     files = edited_files(before, last=OMITTED_ITEMS)
-    errors = [clip(line, 120) for line in error_lines(before, last=3)]
+    errors = [clip(line, 120) for line in newest_error_lines(before, 3)]
     if not (files or errors):
         return note
     lines = [note.text[:-1] + "; what they did:"]

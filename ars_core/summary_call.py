@@ -62,6 +62,7 @@ from .errors import SummarizerError, is_context_overflow, is_transient_error
 from .estimate import Estimator, message_tokens
 from .l2 import describe_error
 from .messages import Message
+from .pending_form import made
 from .summarize import SummaryResult, bound_summarizer, condense_history
 from .usage import SummaryRetry, Usage
 
@@ -231,7 +232,7 @@ def summary_attempts(
     retries: list[SummaryRetry] = []
     overflows = transients = 0
     while True:
-        outcome = yield Attempt(history)
+        outcome = yield Attempt(made(history))
         if isinstance(outcome, SummaryResult):
             return _with_retries(outcome, retries)
         exc: BaseException = outcome

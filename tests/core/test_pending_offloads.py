@@ -1,0 +1,211 @@
+"""An offloaded tool result's view form (header with its exact count, fitted preview)
+is made when first read (R12, R23).
+
+In an L2 round most offloaded results are summarized at once: their forms are
+never read, and are not made. The oracles: the same round with every form made at
+once (the view sent, the summarizer's input, the files' bytes, the events and the
+state update are equal), the forms of the summarized results left pending, and a
+pending form, once read, equal in every way to the form made at once. The head
+count that spares counting a result is checked against the encoder itself: the
+head's tokens are the text's first tokens.
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import random
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ars_core import Compressor, FsspecBackend, Message, message_to_dict
+from ars_core import l1 as l1_module
+from ars_core._tiktoken_offline import load_encoding
+from ars_core.bounds import piece_head
+from ars_core.estimate import TiktokenEstimator
+from ars_core.l1 import plan_l1
+from ars_core.memo import L1_PLAN, TOKENS
+from ars_core.pending_form import is_pending
+from ars_core.retention import error_lines, newest_error_lines
+from ars_core.stream import CompressionEvent
+from ars_core.summarize import SummaryResult
+from tests.core.helpers import assistant, call, small_config, tool, user
+
+ENCODING = load_encoding("o200k_base")
+
+
+def _log(i: int, lines: int = 120) -> str:
+    """A build log of many lines (indented, punctuated, an error now and then)."""
+    rng = random.Random(i)
+    out = []
+    for n in range(lines):
+        kind = rng.randrange(5)
+        if kind == 0:
+            out.append(f"    at module_{i}.func_{n} (src/m{n}.py:{rng.randrange(900)})")
+        elif kind == 1:
+            out.append(f"ERROR: step {i}.{n} failed: expected {rng.random():.5f}")
+        elif kind == 2:
+            out.append(f"\t- compiled unit {n} of run {i} in {rng.randrange(99)} ms")
+        elif kind == 3:
+            out.append(f"/usr/lib/run-{i}/{n}.so: ok")
+        else:
+            out.append(f"test_case_{n}_{i} PASSED [{n}%]")
+    return "\n".join(out) + "\n"
+
+
+def _history(results: int = 30) -> list[Message]:
+    messages: list[Message] = [user("build the project and fix every failing test")]
+    for i in range(results):
+        c = call("bash", command=f"make step{i}")
+        messages += [assistant("", c), tool(c, _log(i)), assistant(f"step {i} checked")]
+    messages.append(user("now run the whole suite"))
+    return messages
+
+
+class _Recording:
+    def __init__(self) -> None:
+        self.inputs: list[list[Message]] = []
+
+    def summarize(self, messages: list[Message], prompt: str) -> SummaryResult:
+        self.inputs.append(list(messages))
+        return SummaryResult(text=f"summary of {len(messages)} messages")
+
+
+def _round(root: Path, messages: list[Message]) -> dict[str, Any]:
+    summarizer = _Recording()
+    events: list[CompressionEvent] = []
+    sent: list[list[Message]] = []
+    engine = Compressor(
+        small_config(summary_threshold=2, summary_keep_messages=4),
+        backend=FsspecBackend(root.as_uri()),
+        summarizer=summarizer,
+    )
+
+    def model(view: list[Message]) -> Message:
+        sent.append(list(view))
+        return Message(role="assistant", content="ok")
+
+    outcome = engine.call(messages, model, emitter=events.append, thread="t")
+    assert outcome.update is not None
+    return {
+        "level": outcome.level,
+        "sent": sent,
+        "summarizer": summarizer.inputs,
+        "files": {
+            p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()
+        },
+        "events": [attrs.evolve(e, round_id="", timestamp="") for e in events],
+        "event": attrs.evolve(outcome.update.event, created_at=""),
+        "view": outcome.view,
+    }
+
+
+def _dicts(messages: list[Message]) -> list[dict[str, Any]]:
+    return [message_to_dict(m) for m in messages]
+
+
+@pytest.mark.spec("R12", "R23")
+def test_a_round_with_pending_forms_sends_writes_and_summarizes_what_it_did_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    messages = _history()
+    lazy = _round(tmp_path / "lazy", messages)
+    # the summarized results' forms were never read: still pending on their results
+    forms = [L1_PLAN.get(m, k) for m in messages for k in list(m._cache) if k[0] == "l1"]
+    pending = [f[0] for f in forms if f is not None and is_pending(f[0])]
+    assert lazy["level"] == "L2" and len(pending) >= 15
+    # what left the engine holds only made messages
+    for view in [*lazy["sent"], *lazy["summarizer"], lazy["view"]]:
+        assert all(type(m) is Message for m in view)
+
+    with monkeypatch.context() as patch:  # every form made at once, as before
+        patch.setattr(l1_module, "_pending_offload", lambda *args: None)
+        fresh = [attrs.evolve(m) for m in messages]  # equal, nothing kept on them
+        eager = _round(tmp_path / "eager", fresh)
+    assert [_dicts(v) for v in lazy["sent"]] == [_dicts(v) for v in eager["sent"]]
+    assert [_dicts(v) for v in lazy["summarizer"]] == [_dicts(v) for v in eager["summarizer"]]
+    assert {k.replace("lazy", ""): v for k, v in lazy["files"].items()} == {
+        k.replace("eager", ""): v for k, v in eager["files"].items()
+    }
+    offloads = [k for k in lazy["files"] if "large_tool_results/" in k]
+    assert len(offloads) == 30  # the summarized results' files are written all the same
+    assert lazy["events"] == eager["events"]
+    assert lazy["event"] == eager["event"]
+
+
+@pytest.mark.spec("R12", "R13")
+def test_a_pending_form_once_read_is_the_form_made_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    c = call("bash", command="make")
+    est = TiktokenEstimator()
+    result = tool(c, _log(7))
+    plan = plan_l1([result], estimator=est, tool_token_limit=120)
+    form = plan.view[0]
+    assert is_pending(form) and TOKENS.get(result, est.cache_key) is None  # not counted
+    with monkeypatch.context() as patch:
+        patch.setattr(l1_module, "_pending_offload", lambda *args: None)
+        again = attrs.evolve(result)  # equal, with nothing kept on it
+        made = plan_l1([again], estimator=est, tool_token_limit=120).view[0]
+    assert not is_pending(made)
+    # role, ids and metadata are read without making it
+    assert form.role == "tool" and form.tool_call_id == c.id and form.metadata == made.metadata
+    assert is_pending(form)
+    assert form == made and repr(form) == repr(made)
+    assert type(form) is Message and not is_pending(form)
+    assert form.text == made.text and est.count_message(form) == est.count_message(made)
+    assert TOKENS.get(form, est.cache_key) == TOKENS.get(made, est.cache_key)
+    assert plan.writes[0].text == result.text
+
+
+@pytest.mark.spec("R12")
+@pytest.mark.parametrize("how", ["pickle", "copy", "deepcopy", "evolve", "dict"])
+def test_a_pending_form_copied_or_serialized_is_made_first(how: str) -> None:
+    c = call("bash")
+    est = TiktokenEstimator()
+    form = plan_l1([tool(c, _log(3))], estimator=est, tool_token_limit=120).view[0]
+    assert is_pending(form)
+    if how == "pickle":
+        other = pickle.loads(pickle.dumps(form))
+    elif how == "copy":
+        other = copy.copy(form)
+    elif how == "deepcopy":
+        other = copy.deepcopy(form)
+    elif how == "evolve":
+        other = attrs.evolve(form, id="other")
+        assert other.id == "other"
+        other = attrs.evolve(other, id=form.id)
+    else:
+        other = Message(**{f.name: getattr(form, f.name) for f in attrs.fields(Message) if f.init})
+    assert type(other) is Message and type(form) is Message
+    assert other == form and other.text.startswith("[ARS: tool result offloaded: ")
+
+
+_PIECES = st.sampled_from(
+    ["\n", "\n\n", " ", "  ", "\t", "/", "./", "a", "Word", "x1", "42", "1234", "é", "中文",
+     "(", ")", ".", "--", "\x1b[0m", "\r\n", "'s", " foo", "\u00a0", "\u2028", "_", "<a>"]
+)  # fmt: skip
+
+
+@pytest.mark.spec("R12")
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_PIECES, min_size=1, max_size=80), st.integers(1, 60))
+def test_a_head_is_encoded_as_the_texts_first_tokens(pieces: list[str], start: int) -> None:
+    text = "".join(pieces)
+    end = piece_head(text, start)
+    if end:
+        head = ENCODING.encode_ordinary(text[:end])
+        assert ENCODING.encode_ordinary(text)[: len(head)] == head
+        assert text[end - 1] == "\n" and start <= end
+
+
+@pytest.mark.spec("R23")
+def test_the_newest_error_lines_are_those_of_the_whole_history() -> None:
+    messages = _history(20)
+    for k in (1, 3, 10, 500):
+        assert newest_error_lines(messages, k) == error_lines(messages, last=k)
