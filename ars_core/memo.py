@@ -272,6 +272,17 @@ class PrefixMemo(Generic[S]):
             self._seen.popitem(last=False)
         return seen, 0
 
+    def follow(self, messages: Sequence[Any], reset: Callable[[S], object]) -> S:
+        """The state of the remembered history ``messages`` extends or is a prefix of
+        (a new one ``reset`` first), recorded as extended to ``messages``: the caller
+        brings it up to date from its own length. Call under :attr:`lock`."""
+        seen, known = self.track(messages)
+        if not known:
+            seen.messages.clear()
+            reset(seen.state)
+        self.extend(seen, messages, known)
+        return seen.state
+
     @staticmethod
     def extend(seen: Tracked[S], messages: Sequence[Any], n_known: int) -> None:
         """Record ``messages[n_known:]`` as appended to ``seen``."""
@@ -367,10 +378,6 @@ class CheckedHistories:
         if scope is not None:  # the counts of this call's history start from this record
             scope.history = (messages, len(messages), seen)
         return messages
-
-    def records(self, messages: Sequence[Any]) -> bool:
-        """Whether every item of ``messages`` is a :class:`Message`."""
-        return self(messages) is messages
 
     def clear(self) -> None:
         self._memo.clear()
@@ -494,15 +501,9 @@ class Memo:
         extended with new texts only."""
         if not texts:
             return []
-        memo = self._runs
-        with memo.lock:
-            seen, known = memo.track(texts)
-            runs = seen.state
-            if not known:
-                seen.messages.clear()
-                runs.clear()
+        with self._runs.lock:
+            runs = self._runs.follow(texts, list.clear)
             runs.extend(map(make, texts[len(runs) :]))
-            memo.extend(seen, texts, known)
             return runs[: len(texts)]
 
     def index(self, name: str, value_of: Callable[[Message], T]) -> SparseIndex[T]:

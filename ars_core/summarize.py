@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any, Protocol, overload, runtime_checkable
 
 import attrs
@@ -431,6 +431,8 @@ def history_exceeds(history: Sequence[Message], estimator: Estimator, limit: int
     size = memo.current().history_size(history, key, count, bound)
     if size.exact:
         return size.tokens > limit
+    if held_counts_exceed(history, key, limit):  # what the first pass below finds first
+        return True
     running, uncounted = 0, []
     for m, known in zip(reversed(history), TOKENS.get_many(history[::-1], key), strict=True):
         if known is None:
@@ -445,6 +447,71 @@ def history_exceeds(history: Sequence[Message], estimator: Estimator, limit: int
             return True
     size.counted()  # every message counted: the total is kept for the rounds after
     return False
+
+
+class HeldSums:
+    """What the counts of one history's messages add up to, as far as they were held:
+    ``sums[i]``, the counts the first ``i`` messages held when first read, then the
+    counts found later on the messages that held none then (``late``, by position;
+    ``missing``: those that still held none when last looked at)."""
+
+    __slots__ = ("late", "late_total", "missing", "sums")
+
+    def __init__(self) -> None:
+        self.sums: list[int] = [0]
+        self.missing: list[int] = []
+        self.late: dict[int, int] = {}
+        self.late_total = 0
+
+    def reset(self) -> None:
+        del self.sums[1:]
+        self.missing.clear()
+        self.late.clear()
+        self.late_total = 0
+
+    def read(self, history: Sequence[Message], key: Hashable) -> None:
+        """Take the held counts of the messages appended since the last read."""
+        running, start = self.sums[-1], len(self.sums) - 1
+        for i, held in enumerate(TOKENS.get_many(history[start:], key), start):
+            if held is None:
+                self.missing.append(i)
+            else:
+                running += held
+            self.sums.append(running)
+
+    def look_again(self, history: Sequence[Message], key: Hashable) -> None:
+        """Take the counts found since on the messages that held none."""
+        n, still = len(history), []
+        for i in self.missing:
+            held = TOKENS.get(history[i], key) if i < n else None
+            if held is None:
+                still.append(i)
+            else:
+                self.late[i] = held
+                self.late_total += held
+        self.missing[:] = still
+
+    def total(self, n: int) -> int:
+        """At most the exact total of the history's first ``n`` messages."""
+        if n >= len(self.sums) - 1:
+            return self.sums[-1] + self.late_total
+        return self.sums[n] + sum(c for i, c in self.late.items() if i < n)
+
+
+def held_counts_exceed(history: Sequence[Message], key: Hashable, limit: int) -> bool:
+    """Whether the counts the messages of ``history`` hold for the estimator of ``key``
+    add up to more than ``limit`` (then so does the history's exact total), read as the
+    history grows (:meth:`~ars_core.memo.Memo.prefix`): a round reads the appended
+    messages' counts, and those of the ones that held none only when the rest is not
+    above ``limit``, not every message's."""
+    found = memo.current().prefix(f"summarize:held:{key!r}", HeldSums)
+    with found.lock:
+        sums = found.follow(history, HeldSums.reset)
+        sums.read(history, key)
+        n = len(history)
+        if sums.total(n) <= limit and sums.missing:
+            sums.look_again(history, key)
+        return sums.total(n) > limit
 
 
 class MessageSizes(Sequence[int]):

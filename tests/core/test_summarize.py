@@ -326,3 +326,46 @@ class TestAnotherHarnessSummary:
         condensed = condense_history(history, budget=400, estimator=ApproxEstimator())
         assert condensed[0] is earlier
         assert len(condensed) < len(history)
+
+
+@pytest.mark.spec("R3", "R23")
+@pytest.mark.parametrize("share", [0.3, 0.9, 1.1, 2.0, 3.5])
+def test_whether_a_history_exceeds_a_limit_reads_only_what_was_appended(
+    monkeypatch: pytest.MonkeyPatch, share: float
+) -> None:
+    """Whether a growing history (a third of its messages counted, as a cold round
+    leaves them) is above a limit is the exact total's answer, call after call. When
+    the counts its messages hold pass the limit, a call on the history grown by two
+    messages reads the held counts of those two only, and no message is counted."""
+    from ars_core import memo
+    from ars_core.estimate import TiktokenEstimator
+    from ars_core.summarize import history_exceeds
+
+    def agent_run(n: int) -> list[Message]:
+        out = [user("fix the parser " + words(40, "task"))]
+        for i in range(n):
+            c = call("bash", f"c{i}", command=f"pytest -k case_{i}")
+            out += [assistant(f"step {i}", c), tool(c, words(30 + i % 7 * 20, f"out{i}"))]
+        return out
+
+    est = TiktokenEstimator()
+    history = agent_run(60)
+    grown = [*history, *agent_run(61)[-2:]]
+    for m in history[::3]:
+        est.count_message(m)
+    sizes = [TiktokenEstimator().count_message(m) for m in agent_run(61)]  # equal, other objects
+    held = sum(sizes[: len(history) : 3])
+    limit = int(held * share)
+    read: list[int] = []
+    real = memo.Family.get_many
+    monkeypatch.setattr(
+        memo.Family, "get_many", lambda self, ms, key: read.append(len(ms)) or real(self, ms, key)
+    )
+    counted = [est.cache_key in m._cache for m in grown]
+    with memo.active(memo.Memo()):
+        assert history_exceeds(history, est, limit) == (sum(sizes[: len(history)]) > limit)
+        read.clear()
+        assert history_exceeds(grown, est, limit) == (sum(sizes) > limit)
+    if held > limit:
+        assert read == [2]
+        assert [est.cache_key in m._cache for m in grown] == counted
