@@ -9,6 +9,8 @@ are what the call returns to the engine (and the engine to the adapter).
 
 from __future__ import annotations
 
+import functools
+import threading
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -18,13 +20,13 @@ import attrs
 from .checkpoint import EventCheck, SummarizationEvent
 from .config import SummaryConfig
 from .effects import Emit, ModelResult
-from .estimate import Estimator, message_tokens
+from .estimate import Estimator, is_bounded, message_tokens
 from .memo import Memo
 from .messages import Message
 from .pairing import Pairing, pair_tool_calls
 from .pending_form import made
 from .stream import CompressionEvent, Level, Phase
-from .totals import CountLater, HistorySize, NewestFirst
+from .totals import CountLater, HistorySize, NewestFirst, Totals
 
 __all__ = ["CallOutcome", "CallState", "Cut", "FlowSettings", "L1View", "StateUpdate", "Tail"]
 
@@ -43,8 +45,9 @@ class StateUpdate:
     clear_event: bool = False
 
 
-#: a token count given now, or counted when first read
-Tokens = int | HistorySize
+#: a token count given now, or counted when first read (a history's, extra aside; or
+#: a view's, extra included)
+Tokens = int | HistorySize | CountLater
 
 
 @attrs.frozen
@@ -79,12 +82,14 @@ class CallOutcome:
     def counted(self) -> bool:
         """Whether both counts are known (reading them counts nothing)."""
         return all(
-            not isinstance(t, HistorySize) or t.exact
+            not isinstance(t, HistorySize | CountLater) or t.exact
             for t in (self._tokens_before, self._tokens_after)
         )
 
 
 def _read(tokens: Tokens, extra: int) -> int:
+    if isinstance(tokens, CountLater):
+        return tokens.value()
     return tokens.counted() + extra if isinstance(tokens, HistorySize) else tokens
 
 
@@ -201,7 +206,7 @@ class CallState:
         result: ModelResult,
         view: Sequence[Message],
         level: Level | None,
-        tokens_after: int | None,
+        tokens_after: int | CountLater | None,
         update: StateUpdate | None = None,
     ) -> CallOutcome:
         """The call's outcome; ``tokens_after`` ``None``: the request went out whole
@@ -233,6 +238,19 @@ class CallState:
     def tokens(self, view: Sequence[Message]) -> int:
         est = self.settings.estimator
         return self.extra + sum(message_tokens(est, m) for m in view)
+
+    def view_size(self, view: Sequence[Message]) -> HistorySize:
+        """The size of ``view``'s messages (``extra`` aside): with a
+        :class:`~ars_core.capabilities.BoundedEstimator`, the bound of the messages not
+        counted yet (a new summary message), counted when a decision or a reader needs
+        the exact size; else the exact count."""
+        est = self.settings.estimator
+        count = functools.partial(message_tokens, est)
+        if not is_bounded(est):
+            return HistorySize(sum(map(count, view)))
+        messages = tuple(view)  # what the count reads, whatever becomes of the list
+        bound = sum(map(est.token_bound, messages))
+        return HistorySize.bound(bound, Totals(), messages, count, threading.Lock())
 
 
 @attrs.frozen
@@ -273,5 +291,5 @@ class Tail:
     """The view after L2: the summary and the kept tail (trimmed ones to persist)."""
 
     view: list[Message]  # [summary, *kept tail]
-    tokens: int
+    tokens: int | CountLater  # the request's size: counted when read if found within T by a bound
     replaced: tuple[tuple[int, Message], ...] = ()  # trimmed kept messages, by state index

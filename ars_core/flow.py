@@ -98,7 +98,7 @@ from .summarize import (
 )
 from .summary_call import InputHalver, RetryPolicy, SummaryCall
 from .task_text import TaskSection, fitted_summary, summarizer_limit, summary_task
-from .totals import HistorySize, NewestFirst
+from .totals import CountLater, HistorySize, NewestFirst
 from .usage import Usage
 
 __all__ = ["CallOutcome", "FlowSettings", "StateUpdate", "can_compact", "flow"]
@@ -542,9 +542,11 @@ def _trim_tail(
     s, tail = r.settings, l1.view[cut.local :]
     view = [summary, *tail]
     capacity = r.l2_threshold if r.forced else r.threshold
-    untrimmed = Tail(view, r.tokens(view))
-    if untrimmed.tokens <= capacity:
-        return untrimmed
+    size = r.view_size(view)
+    if not size.reaches(capacity - r.extra + 1):  # within capacity: by the bound when below
+        tokens = size.tokens + r.extra if size.exact else CountLater(size, r.extra)
+        return Tail(view, tokens)
+    untrimmed = Tail(view, size.counted() + r.extra)
     trim = trim_tail(
         r.raw[cut.local :],
         tail,

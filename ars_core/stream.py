@@ -64,7 +64,11 @@ class CompressionEvent:
     _tokens_before: int | CountLater | None = attrs.field(
         default=None, alias="tokens_before", eq=lambda v: _value(v)
     )
-    tokens_after: int | None = None
+    #: the request's size after compression: exact, counted when first read when the
+    #: engine found the view within T by a bound (see :attr:`tokens_after`)
+    _tokens_after: int | CountLater | None = attrs.field(
+        default=None, alias="tokens_after", eq=lambda v: _value(v)
+    )
     threshold: int | None = None
     cutoff: int | None = None
     file_path: str | None = None
@@ -89,6 +93,12 @@ class CompressionEvent:
         tools and the effective messages); an engine that found it above T by a bound
         counts it when this is first read."""
         return _value(self._tokens_before)
+
+    @property
+    def tokens_after(self) -> int | None:
+        """The exact size of the request sent after compression; counted when first
+        read when the engine found it within T by a bound."""
+        return _value(self._tokens_after)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable payload (the ``data`` of an SSE frame)."""

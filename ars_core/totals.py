@@ -188,7 +188,8 @@ class HistorySize:
 class CountLater:
     """An exact count made when first read: the history's (:meth:`HistorySize.counted`)
     plus ``extra`` (the system message and the tools). A stream event carries it for
-    ``tokens_before`` when the engine decided by a bound and never needed the count."""
+    ``tokens_before`` when the engine decided by a bound and never needed the count,
+    and for ``tokens_after`` when a round's view was found within T by its bound."""
 
     __slots__ = ("_extra", "_size")
 
@@ -197,6 +198,11 @@ class CountLater:
 
     def value(self) -> int:
         return self._size.counted() + self._extra
+
+    @property
+    def exact(self) -> bool:
+        """Whether the count is made (reading :meth:`value` counts nothing)."""
+        return self._size.exact
 
     def __repr__(self) -> str:  # a repr counts nothing (a debugger, a log of a task)
         if self._size.exact:

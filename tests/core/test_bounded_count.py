@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import anyio
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -356,3 +357,32 @@ def test_an_event_counted_when_read_is_the_event_of_its_count() -> None:
     assert started.tokens_before == size and started.to_dict()["tokens_before"] == size
     assert CompressionEvent.from_dict(started.to_dict()) == exact
     assert f"tokens_before={size}" in repr(started)
+
+
+@pytest.mark.spec("R1", "R2", "R3", "R20")
+@MODES
+def test_a_view_within_t_by_its_bound_is_counted_when_read(mode: str) -> None:
+    """An L2 round whose new view (the summary message and the kept tail) is within T
+    by the bound of what nothing counted yet (the new summary message): the call does
+    not encode the summary message; the ``completed`` event and the outcome carry the
+    view's size uncounted, and read it as the exact size of the request sent (the
+    completed event equals, and hashes as, the event built with that count). Level,
+    view, events and update are those of the engine that counts everything."""
+    history = agent_run(40, "after")
+    system = "You are a careful agent. 日本語も話せます。"
+    size = exact_size(history, system)
+    seen = []
+    for estimator in (TiktokenEstimator(), ExactEncoding()):
+        compressor, emitter = engine(estimator, size // 6)
+        outcome = run(compressor, fresh(history), mode)
+        assert outcome.level == "L2"
+        (completed,) = [e for e in emitter.events if e.phase == "completed"]
+        if isinstance(estimator, TiktokenEstimator):
+            assert O200K.cache_key not in outcome.view[0]._cache  # the summary message
+            assert not outcome.counted and "counted when read" in repr(completed)
+            exact = attrs.evolve(completed, tokens_after=exact_size(outcome.view, system))
+            assert completed == exact and hash(completed) == hash(exact)
+        assert outcome.tokens_after == completed.tokens_after == exact_size(outcome.view, system)
+        assert outcome.counted
+        seen.append(observed(outcome, emitter))
+    assert seen[0] == seen[1]
