@@ -446,9 +446,8 @@ class Memo:
         self._prefixes: dict[str, PrefixMemo[Any]] = {}
         self._lock = threading.Lock()
         # task statements (lists of request texts, grown round after round like the
-        # history): their token totals per estimator, and their word runs
+        # history): their token totals per estimator
         self._text_totals: dict[Hashable, HistoryTotals] = {}
-        self._runs: PrefixMemo[list[Any]] = PrefixMemo(list, slots=slots)
         #: one state per name, not per history (the lines of the latest history archive)
         self._singles: dict[str, Any] = {}
 
@@ -496,16 +495,6 @@ class Memo:
                 found = self._text_totals[key] = HistoryTotals(slots=self._slots)
         return found.total(texts, count)  # type: ignore[arg-type]
 
-    def task_runs(self, texts: Sequence[str], make: Callable[[str], T]) -> list[T]:
-        """``make(text)`` of each of ``texts`` (retention's index of a task text),
-        extended with new texts only."""
-        if not texts:
-            return []
-        with self._runs.lock:
-            runs = self._runs.follow(texts, list.clear)
-            runs.extend(map(make, texts[len(runs) :]))
-            return runs[: len(texts)]
-
     def index(self, name: str, value_of: Callable[[Message], T]) -> SparseIndex[T]:
         """The :class:`SparseIndex` of ``name`` (one per kind of fact read)."""
         with self._lock:
@@ -523,7 +512,8 @@ class Memo:
             return found
 
     def single(self, name: str, new_state: Callable[[], S]) -> S:
-        """The one state of ``name``, not one per history (the latest archive's lines)."""
+        """The one state of ``name``, not one per history (the latest archive's lines,
+        a :class:`~ars_core.recent.Recent`)."""
         with self._lock:
             found: S = self._singles.get(name) or self._singles.setdefault(name, new_state())
             return found
@@ -538,7 +528,6 @@ class Memo:
             t.clear()
         for prefix in prefixes:
             prefix.clear()
-        self._runs.clear()
         for index in indexes:
             index._memo.clear()
         self.checked.clear()

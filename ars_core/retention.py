@@ -20,6 +20,7 @@ stored in the event as ``retention`` (see :meth:`Retention.to_dict`).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from array import array
@@ -31,6 +32,7 @@ import attrs
 from . import memo
 from .memo import COMMANDS, EDITED_FILES, ERROR_LINES, REQUEST_TEXT, SparseIndex
 from .messages import MARK_SUMMARY, Message, ToolCall
+from .recent import Recent
 
 __all__ = [
     "MARK_NOTE",
@@ -473,10 +475,18 @@ class _TaskIndex:
         return covered
 
 
+#: task texts whose index an engine keeps
+INDEXED_TEXTS = 16
+
+
 def _task_runs(texts: tuple[str, ...]) -> list[_TaskIndex]:
-    """The index of each task text: kept by the engine as the task grows round after
-    round (a new request is indexed once)."""
-    return memo.current().task_runs(texts, _TaskIndex)
+    """The index of each task text, kept by the engine for the last
+    :data:`INDEXED_TEXTS` texts (:class:`~ars_core.recent.Recent`): a request is
+    indexed once, round after round, whichever request comes after it."""
+    indexes: Recent[_TaskIndex] = memo.current().single(
+        "retention:task-index", lambda: Recent(INDEXED_TEXTS)
+    )
+    return [indexes.get(text, functools.partial(_TaskIndex, text)) for text in texts]
 
 
 def _covered(hits: list[bool], k: int) -> int:

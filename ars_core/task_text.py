@@ -13,9 +13,8 @@ joins the two); it is never asked to write the task out again, round after round
 
 from __future__ import annotations
 
-import threading
-from collections import Counter, OrderedDict
-from collections.abc import Hashable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -25,6 +24,7 @@ from .estimate import Estimator
 from .l2 import CheckedSummary, validate_summary
 from .memo import estimator_key
 from .messages import Message
+from .recent import Recent
 from .retention import is_earlier_summary, request_texts
 from .summary_text import (
     MIN_REQUEST_CHARS,
@@ -247,39 +247,16 @@ def fitted_summary(result: Any, task: TaskSection, bound: int, est: Estimator) -
     return checked
 
 
-class RecentCounts:
-    """The counts of the last texts the task's framing and a summary message's body
-    came to, per estimator (an engine's, kept by its memo): the same task sections
-    and headers come back round after round, and a body is counted once per text."""
-
-    #: texts remembered (a summary body is some thousands of characters)
-    SLOTS = 8
-
-    __slots__ = ("_counts", "_lock")
-
-    def __init__(self) -> None:
-        self._counts: OrderedDict[tuple[Hashable, str], int] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def count(self, est: Estimator, text: str) -> int:
-        """``est.count_text(text)``, counted when not remembered."""
-        key = (estimator_key(est), text)
-        with self._lock:
-            found = self._counts.get(key)
-            if found is not None:
-                self._counts.move_to_end(key)
-                return found
-        tokens = est.count_text(text)
-        with self._lock:
-            self._counts[key] = tokens
-            while len(self._counts) > self.SLOTS:
-                self._counts.popitem(last=False)
-        return tokens
+#: texts whose counts an engine keeps (a summary body is some thousands of characters)
+COUNTED_TEXTS = 8
 
 
 def _counted(est: Estimator, text: str) -> int:
-    """``est.count_text(text)``, remembered by the running engine (:class:`RecentCounts`)."""
-    return memo.current().single("task:counts", RecentCounts).count(est, text)
+    """``est.count_text(text)``, kept by the running engine for the last
+    :data:`COUNTED_TEXTS` texts: the task's framing and a summary message's body come
+    back round after round (:class:`~ars_core.recent.Recent`)."""
+    counts: Recent[int] = memo.current().single("task:counts", lambda: Recent(COUNTED_TEXTS))
+    return counts.get((estimator_key(est), text), lambda: est.count_text(text))
 
 
 def earlier_task(history: Sequence[Message]) -> list[tuple[str, ...]]:

@@ -399,3 +399,30 @@ def test_a_request_held_whole_is_kept_without_the_view_runs(
             [request, other], text
         )
     assert made  # the partial-word view was measured run by run
+
+
+@pytest.mark.spec("R58")
+def test_a_request_is_indexed_once_whichever_request_comes_after_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The task keeps its first request while its newest changes, round after round:
+    each request's word runs are made once (not the first request's again for every
+    new newest request), and every share equals the direct word-run measure."""
+    from ars_core import memo, retention
+
+    first = " ".join(f"w{i % 37} x{i}" for i in range(300))
+    newest = [f"now do step {k} of the plan and report back" for k in range(3)]
+    indexed: list[str] = []
+    real = retention._TaskIndex.__init__
+
+    def recording(self: object, task: str) -> None:
+        indexed.append(task)
+        real(self, task)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(retention._TaskIndex, "__init__", recording)
+    view = " ".join(first.split()[:120]) + " now do step 1 of the plan"
+    with memo.active(memo.Memo()):
+        for request in [*newest, newest[0]]:
+            share = task_retention([first, request], view)
+            assert share == _reference_task_retention([first, request], view)
+    assert indexed == [first, *newest]
