@@ -18,6 +18,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+import anyio
 import attrs
 import pytest
 from hypothesis import given, settings
@@ -76,7 +77,7 @@ class _Recording:
         return SummaryResult(text=f"summary of {len(messages)} messages")
 
 
-def _round(root: Path, messages: list[Message]) -> dict[str, Any]:
+def _round(root: Path, messages: list[Message], asynchronous: bool = False) -> dict[str, Any]:
     summarizer = _Recording()
     events: list[CompressionEvent] = []
     sent: list[list[Message]] = []
@@ -90,7 +91,17 @@ def _round(root: Path, messages: list[Message]) -> dict[str, Any]:
         sent.append(list(view))
         return Message(role="assistant", content="ok")
 
-    outcome = engine.call(messages, model, emitter=events.append, thread="t")
+    if asynchronous:
+
+        async def amodel(view: list[Message]) -> Message:
+            return model(view)
+
+        async def go() -> Any:
+            return await engine.acall(messages, amodel, emitter=events.append, thread="t")
+
+        outcome = anyio.run(go)
+    else:
+        outcome = engine.call(messages, model, emitter=events.append, thread="t")
     assert outcome.update is not None
     return {
         "level": outcome.level,
@@ -110,11 +121,12 @@ def _dicts(messages: list[Message]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.spec("R12", "R23")
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
 def test_a_round_with_pending_forms_sends_writes_and_summarizes_what_it_did_at_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, asynchronous: bool
 ) -> None:
     messages = _history()
-    lazy = _round(tmp_path / "lazy", messages)
+    lazy = _round(tmp_path / "lazy", messages, asynchronous)
     # the summarized results' forms were never read: still pending on their results
     forms = [L1_PLAN.get(m, k) for m in messages for k in list(m._cache) if k[0] == "l1"]
     pending = [f[0] for f in forms if f is not None and is_pending(f[0])]
@@ -126,7 +138,7 @@ def test_a_round_with_pending_forms_sends_writes_and_summarizes_what_it_did_at_o
     with monkeypatch.context() as patch:  # every form made at once, as before
         patch.setattr(l1_module, "_pending_offload", lambda *args: None)
         fresh = [attrs.evolve(m) for m in messages]  # equal, nothing kept on them
-        eager = _round(tmp_path / "eager", fresh)
+        eager = _round(tmp_path / "eager", fresh, asynchronous)
     assert [_dicts(v) for v in lazy["sent"]] == [_dicts(v) for v in eager["sent"]]
     assert [_dicts(v) for v in lazy["summarizer"]] == [_dicts(v) for v in eager["summarizer"]]
     assert {k.replace("lazy", ""): v for k, v in lazy["files"].items()} == {
@@ -209,3 +221,36 @@ def test_the_newest_error_lines_are_those_of_the_whole_history() -> None:
     messages = _history(20)
     for k in (1, 3, 10, 500):
         assert newest_error_lines(messages, k) == error_lines(messages, last=k)
+
+
+@pytest.mark.spec("R12", "R14")
+def test_an_l1_view_sent_holds_every_form_made_as_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round that ends at L1 sends every form: all made, equal to the eager ones."""
+    messages = _history(8)
+
+    def l1_round(root: Path, history: list[Message]) -> tuple[Any, list[Message]]:
+        sent: list[list[Message]] = []
+        engine = Compressor(
+            small_config(summary_threshold=2, summary_l2_trigger_ratio=1.0),
+            backend=FsspecBackend(root.as_uri()),
+        )
+        outcome = engine.call(
+            history, lambda view: sent.append(view) or Message(role="assistant", content="ok")
+        )
+        return outcome, sent[-1]
+
+    made: list[Message] = []
+    real = l1_module.pending_form
+    with monkeypatch.context() as patch:  # the forms are made pending, then sent made
+        patch.setattr(l1_module, "pending_form", lambda *a: made.append(real(*a)) or made[-1])
+        lazy, lazy_sent = l1_round(tmp_path / "lazy", messages)
+    assert len(made) == 8 and all(m in lazy_sent for m in made)
+    with monkeypatch.context() as patch:
+        patch.setattr(l1_module, "_pending_offload", lambda *args: None)
+        eager, eager_sent = l1_round(tmp_path / "eager", [attrs.evolve(m) for m in messages])
+    assert lazy.level == eager.level == "L1"
+    assert all(type(m) is Message for m in lazy_sent)
+    assert _dicts(lazy_sent) == _dicts(eager_sent)
+    assert sum(m.metadata.get("ars_offloaded") is not None for m in lazy_sent) == 8
