@@ -387,14 +387,32 @@ def _norm(text: str) -> str:
 
 def view_text(view: Iterable[Message]) -> str:
     """Everything a model reads in ``view``: message texts and tool-call arguments,
-    whitespace collapsed."""
-    chunks: list[str] = []
-    for m in view:
-        chunks.append(m.text)
-        for call in m.tool_calls:
-            chunks.append(call.name)
-            chunks.extend(_arg_text(v) for v in call.args.values())
-    return _norm("\n".join(chunks))
+    whitespace collapsed (each message's words, then the next's). The running
+    engine keeps the text of the last :data:`VIEW_TEXTS` messages read (the kept
+    tail of one round is most of the next round's)."""
+    texts: Recent[tuple[Message, str]] = memo.current().single(
+        "retention:view-texts", lambda: Recent(VIEW_TEXTS)
+    )
+    return " ".join(t for m in view if (t := _text_of(texts, m)))
+
+
+def _text_of(texts: Recent[tuple[Message, str]], m: Message) -> str:
+    kept, text = texts.get(id(m), functools.partial(_message_text, m))
+    return text if kept is m else _message_text(m)[1]
+
+
+#: messages whose audit text an engine keeps (a view's kept tail and summary)
+VIEW_TEXTS = 32
+
+
+def _message_text(m: Message) -> tuple[Message, str]:
+    """``m`` (kept with its text: no other object takes its id while it is kept) and
+    its texts and tool-call arguments, whitespace collapsed."""
+    chunks = [m.text]
+    for call in m.tool_calls:
+        chunks.append(call.name)
+        chunks.extend(_arg_text(v) for v in call.args.values())
+    return m, _norm("\n".join(chunks))
 
 
 def task_retention(task: str | Sequence[str], view: Sequence[Message] | str) -> float:

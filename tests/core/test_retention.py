@@ -426,3 +426,42 @@ def test_a_request_is_indexed_once_whichever_request_comes_after_it(
             share = task_retention([first, request], view)
             assert share == _reference_task_retention([first, request], view)
     assert indexed == [first, *newest]
+
+
+@pytest.mark.spec("R58")
+def test_a_view_text_reads_each_kept_message_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A view's text is every message's text and tool-call arguments, whitespace
+    collapsed, as one text (the direct reading); the next round's view, holding most
+    of the same messages, reads only its new ones."""
+    import json
+
+    from ars_core import memo, retention
+
+    def direct(view: list[Message]) -> str:
+        chunks: list[str] = []
+        for m in view:
+            chunks.append(m.text)
+            for c in m.tool_calls:
+                chunks.append(c.name)
+                chunks += [v if isinstance(v, str) else json.dumps(v) for v in c.args.values()]
+        return " ".join("\n".join(chunks).split())
+
+    c = call("edit_file", "e1", file_path="src/a.py", edits=[{"old": "x", "new": "y  z"}])
+    history = [
+        user("  fix   the\nparser  "),
+        assistant("", c),
+        tool(c, "edited\n\n  ok"),
+        assistant("   "),
+        *[assistant(f"step {i}\twith  tabs") for i in range(6)],
+    ]
+    read: list[Message] = []
+    real = retention._message_text
+    monkeypatch.setattr(retention, "_message_text", lambda m: read.append(m) or real(m))
+    with memo.active(memo.Memo()):
+        last = 0
+        for end in (6, 7, 10):
+            view = [user("summary of it all"), *history[end - 6 : end]]  # a new summary each
+            read.clear()
+            assert retention.view_text(view) == direct(view)
+            assert read == [view[0], *history[max(last, end - 6) : end]]
+            last = end
