@@ -453,21 +453,24 @@ class HeldSums:
     """What the counts of one history's messages add up to, as far as they were held:
     ``sums[i]``, the counts the first ``i`` messages held when first read, then the
     counts found later on the messages that held none then (``late``, by position;
-    ``missing``: those that still held none when last looked at)."""
+    ``missing``: those that still held none when last looked at); the counts of the
+    estimator of ``key``."""
 
-    __slots__ = ("late", "late_total", "missing", "sums")
+    __slots__ = ("key", "late", "late_total", "missing", "sums")
 
     def __init__(self) -> None:
         self.sums: list[int] = [0]
         self.missing: list[int] = []
         self.late: dict[int, int] = {}
         self.late_total = 0
+        self.key: Hashable = None
 
-    def reset(self) -> None:
+    def reset(self, key: Hashable = None) -> None:
         del self.sums[1:]
         self.missing.clear()
         self.late.clear()
         self.late_total = 0
+        self.key = key
 
     def read(self, history: Sequence[Message], key: Hashable) -> None:
         """Take the held counts of the messages appended since the last read."""
@@ -504,9 +507,11 @@ def held_counts_exceed(history: Sequence[Message], key: Hashable, limit: int) ->
     history grows (:meth:`~ars_core.memo.Memo.prefix`): a round reads the appended
     messages' counts, and those of the ones that held none only when the rest is not
     above ``limit``, not every message's."""
-    found = memo.current().prefix(f"summarize:held:{key!r}", HeldSums)
+    found = memo.current().prefix("summarize:held", HeldSums)
     with found.lock:
         sums = found.follow(history, HeldSums.reset)
+        if sums.key != key:  # another estimator's counts: read from the first message
+            sums.reset(key)
         sums.read(history, key)
         n = len(history)
         if sums.total(n) <= limit and sums.missing:

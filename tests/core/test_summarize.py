@@ -369,3 +369,32 @@ def test_whether_a_history_exceeds_a_limit_reads_only_what_was_appended(
     if held > limit:
         assert read == [2]
         assert [est.cache_key in m._cache for m in grown] == counted
+
+
+@pytest.mark.spec("R3", "R23")
+def test_a_history_measured_by_estimators_in_turn_answers_for_each() -> None:
+    """One history asked about by estimators in turn (two that count differently, and
+    new estimator objects of a class whose counts are their own): each answer is that
+    estimator's exact total's, and the engine keeps one record of the counts held,
+    not one per estimator."""
+    from ars_core import memo
+    from ars_core.estimate import CachingEstimator, TiktokenEstimator
+    from ars_core.summarize import history_exceeds
+
+    class Own(CachingEstimator):  # counts of its own: a key per estimator object
+        def count_text(self, text: str) -> int:
+            return len(text)
+
+    history = [user("fix the parser " + words(40, "task"))]
+    history += [assistant(f"step {i} " + words(20 + i, f"s{i}")) for i in range(30)]
+    engine_memo = memo.Memo()
+    with memo.active(engine_memo):
+        o200k = TiktokenEstimator()
+        for i in range(12):
+            est = (o200k, EST, Own())[i % 3]
+            for m in history[i % 2 :: 2]:
+                est.count_message(m)
+            total = sum(est.count_message(m) for m in history)
+            for limit in (total // 3, total - 1, total):
+                assert history_exceeds(history, est, limit) == (total > limit)
+    assert list(engine_memo._prefixes) == ["summarize:held"]
