@@ -45,7 +45,7 @@ from typing import Any
 from .bounds import Utf8Bytes
 from .budget import in_estimate_units
 from .capabilities import Utf8BoundedEstimator, has
-from .checkpoint import EventCheck, check_event
+from .checkpoint import EventCheck, check_event, reads_kept_part_only
 from .config import CONFIG_FIELDS
 from .engine import Compressor, deliver_event
 from .errors import is_context_overflow
@@ -117,6 +117,7 @@ __all__ = [
     "output_folder",
     "read_error_text",
     "read_page",
+    "reads_kept_part_only",
     "render_prompt",
     "resolve_backend",
     "scope_name",

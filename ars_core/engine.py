@@ -459,8 +459,9 @@ class Compressor:
         (``view_format="auto"``: the first and last messages are mappings) or asked
         for them (``"openai"``); else as :class:`Message` records."""
         form = self.view_format
-        dicts = bool(messages) and isinstance(messages[0], Mapping)
-        dicts = dicts and isinstance(messages[-1], Mapping)
+        # the last message first: a history of records is told by its kept part alone
+        dicts = bool(messages) and isinstance(messages[-1], Mapping)
+        dicts = dicts and isinstance(messages[0], Mapping)
         if form == "messages" or (form == "auto" and not dicts):
             return call_model
         return functools.partial(_call_with_dicts, call_model)

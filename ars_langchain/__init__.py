@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .backends import BackendResolver, DeepAgentsFileBackend
     from .compaction import COMPACTION_TOOL_NAME, acompact_now, compact_now
-    from .convert import HistoryConverter, from_core, to_core
+    from .convert import from_core, to_core
+    from .history import HistoryConverter
     from .langchain_args import model_view
     from .middleware import (
         EVENT_KEY,
@@ -47,7 +48,7 @@ _LAZY: dict[str, str] = {
     "DEFAULT_STREAM_MODES": "stream",
     "DeepAgentsFileBackend": "backends",
     "EVENT_KEY": "middleware",
-    "HistoryConverter": "convert",
+    "HistoryConverter": "history",
     "StoreFileBackend": "store",
     "acompact_now": "compaction",
     "asse_frames": "stream",

@@ -15,24 +15,11 @@ Content blocks: a string block becomes a text part marked ``lc_str``; a
 any other block (images, audio, files, reasoning...) a part holding the whole
 block in ``data``.
 
-:class:`HistoryConverter` keeps the per-call cost proportional to the new
-messages: it remembers the last LangChain list and its converted twin, and
-when the next list holds the same message objects (compared whole, by
-identity, at C speed) plus new ones at the end, it converts only what was
-appended and hands back the *same* core objects, so the core estimator's
-per-message caches and its running totals keep working. After
-an edit (``RemoveMessage``, a replacement by id, a checkpoint reload with
-equal copies) every message still present under its id keeps its core twin;
-only edited and new messages are converted. The summary of the latest round is
-converted once, the first time a view holds it, and that LangChain object is
-sent again by every later call while the event holds the same summary.
+The incremental conversion of a growing history is :mod:`ars_langchain.history`'s.
 """
 
 from __future__ import annotations
 
-import operator
-import sys
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -62,7 +49,7 @@ from ars_core import (
     ToolCall,
 )
 
-__all__ = ["LC_KEY", "MARKERS_KEY", "HistoryConverter", "from_core", "to_core", "tool_schemas"]
+__all__ = ["LC_KEY", "MARKERS_KEY", "from_core", "to_core", "tool_schemas"]
 
 #: core ``metadata`` key holding the LangChain-only fields of a message
 LC_KEY = "lc"
@@ -411,188 +398,6 @@ def tool_schemas(tools: Sequence[Any]) -> list[Any]:
     return out
 
 
-# ------------------------------------------------------------------ incremental conversion
-
-
-_ID = operator.attrgetter("id")
-
-
-def _same(a: BaseMessage, b: BaseMessage) -> bool:
-    return a is b or (a.id == b.id and type(a) is type(b) and a == b)
-
-
 #: the messages at the start of a view mapped back one by one when the rest is the
 #: converted history's end (the summary and the kept messages sent in another form)
 VIEW_HEAD = 32
-
-
-def _unshared(items: list[Any], ours: int) -> bool:
-    """Whether ``ours`` references are all there are to ``items`` (CPython's reference
-    count; without one, a list is always taken as shared)."""
-    getrefcount = getattr(sys, "getrefcount", None)
-    # + this function's parameter and getrefcount's own argument
-    return getrefcount is not None and getrefcount(items) <= ours + 2
-
-
-class HistoryConverter:
-    """Converts a growing LangChain history, reusing earlier conversions.
-
-    :meth:`convert` returns core messages; :meth:`back` maps a core message
-    the converter produced back to the LangChain object it came from (the
-    original object, untouched), or converts a new one with :func:`from_core`.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._lc: list[BaseMessage] = []
-        self._core: list[Message] = []
-        # id(core message) -> (core message, LangChain message) for the first
-        # ``_mapped`` messages of the history: filled when ``back`` first needs it (a call
-        # below T never does); the core object is held so its id cannot be reused
-        self._origin: dict[int, tuple[Message, BaseMessage]] = {}
-        self._mapped = 0
-        # the summary of the latest round and its LangChain form: converted once, when a
-        # view first holds it, then reused by the state update and every later view
-        self._summary: tuple[Message, BaseMessage] | None = None
-        self.converted = 0  # messages converted so far (a cost counter tests read)
-        self.rewritten = False  # whether the last convert() saw an edit, not just an append
-
-    def _convert_one(self, message: BaseMessage) -> Message:
-        self.converted += 1
-        return to_core(message)
-
-    def _convert_all(self, messages: Sequence[BaseMessage]) -> list[Message]:
-        self.converted += len(messages)
-        return list(map(to_core, messages))
-
-    def convert(self, messages: Sequence[BaseMessage]) -> list[Message]:
-        with self._lock:
-            prev_lc, prev_core = self._lc, self._core
-            n_prev, n = len(prev_lc), len(messages)
-            keep = 0
-            # the common case: the same objects, history appended. Every position is
-            # checked because a message may be replaced in the middle (the overflow tail
-            # trim replaces by id; RemoveMessage and update_state edit anywhere). The
-            # remembered list is extended with the new messages and compared whole: list
-            # equality compares by identity first, at C speed, and by value only where
-            # objects differ, so nothing of the history is copied or touched.
-            if n_prev and n >= n_prev:
-                prev_lc.extend(messages[n_prev:])
-                if (messages if isinstance(messages, list) else list(messages)) == prev_lc:
-                    keep = n_prev
-                else:
-                    del prev_lc[n_prev:]
-            if keep < n_prev or not n_prev:  # a reload or an edit: reuse the longest equal prefix
-                limit = min(n, n_prev)
-                while keep < limit and _same(messages[keep], prev_lc[keep]):
-                    keep += 1
-                self._lc = list(messages)
-                new = self._after_edit(messages[keep:], prev_lc[keep:], prev_core[keep:])
-            else:
-                new = self._convert_all(messages[n_prev:])
-            if keep == n_prev and _unshared(prev_core, 2):  # self._core and prev_core
-                core = prev_core  # nobody holds the list returned last time: grow it in place
-                core.extend(new)
-            else:
-                core = prev_core + new if keep == n_prev else prev_core[:keep] + new
-            if keep < n_prev or not n_prev:  # mapped back afresh from this history
-                self._origin.clear()
-                self._mapped = 0
-            self.rewritten = keep < n_prev
-            self._core = core
-            return core  # grown in place next time only if nobody else holds it then
-
-    def _after_edit(
-        self,
-        messages: Sequence[BaseMessage],
-        old_lc: Sequence[BaseMessage],
-        old_core: Sequence[Message],
-    ) -> list[Message]:
-        """The core messages of ``messages`` (what follows an edit): a message that
-        was already converted (the same or an equal message under the same id) keeps
-        its core twin, so its cached counts survive; only edited and new ones are
-        converted."""
-        ids = list(map(_ID, messages))
-        by_id = dict(zip(map(_ID, old_lc), zip(old_lc, old_core, strict=True), strict=True))
-        by_id.pop(None, None)
-        if by_id.keys().isdisjoint(ids):  # another history: every message is new
-            return self._convert_all(messages)
-        out: list[Message] = []
-        for m in messages:
-            hit = by_id.get(m.id) if m.id else None
-            if hit is not None and _same(m, hit[0]):
-                out.append(hit[1])
-            else:
-                out.append(self._convert_one(m))
-        return out
-
-    def back(self, message: Message) -> BaseMessage:
-        entry = self._origin.get(id(message))
-        if entry is None and self._mapped < len(self._core):
-            with self._lock:  # map the history's messages not mapped yet (reloaded: current)
-                start, core, lc = self._mapped, self._core, self._lc
-                pairs = zip(core[start:], lc[start : len(core)], strict=False)
-                self._origin.update((id(c), (c, m)) for c, m in pairs)
-                self._mapped = len(core)
-            entry = self._origin.get(id(message))
-        if entry is not None and entry[0] is message:
-            return entry[1]
-        summary = self._summary
-        if summary is not None and summary[0] is message:
-            return summary[1]
-        converted = from_core(message)
-        if message.metadata.get(MARK_SUMMARY):  # the one summary views carry: keep its twin
-            self._summary = (message, converted)
-        return converted
-
-    def back_all(self, messages: Sequence[Message]) -> list[BaseMessage]:
-        """The LangChain messages ``messages`` stand for.
-
-        A view ARS sends ends with the converted history's own messages (the kept
-        tail after the summary): that tail is mapped back by slicing the LangChain
-        history, once a comparison at C speed (by identity first) shows it is the
-        history's end. Only the head — the summary, and the kept messages sent in
-        another form (:data:`VIEW_HEAD` at most) — is mapped one by one, so a call
-        costs the same however long the kept tail has grown."""
-        with self._lock:
-            core, lc = self._core, self._lc
-        view = messages if isinstance(messages, list) else list(messages)
-        n = len(view)
-        if len(lc) == len(core):
-            for head in (1, VIEW_HEAD):
-                start = len(core) - (n - head)
-                if head < n and start >= 0 and view[head:] == core[start:]:
-                    # bounded: a later call may append to ``lc`` (never change what is here)
-                    return [self.back(m) for m in view[:head]] + lc[start : len(core)]
-            inserted = self._inserted(view, core)
-            if inserted is not None:  # the history with notes inserted (pairing's)
-                out: list[BaseMessage] = []
-                j = last = 0
-                for i in inserted:
-                    out += lc[j : j + i - last]
-                    j += i - last
-                    out.append(self.back(view[i]))
-                    last = i + 1
-                return out + lc[j : len(core)]
-        return [self.back(m) for m in view]
-
-    @staticmethod
-    def _inserted(view: list[Message], core: list[Message]) -> list[int] | None:
-        """The positions of the messages inserted in ``view`` when it is the whole
-        history ``core`` (the same objects, in order) with messages inserted, else None."""
-        n = len(core)
-        if not n or len(view) < n:
-            return None
-        inserted: list[int] = []
-        j = 0
-        for i, m in enumerate(view):
-            if j < n and m is core[j]:
-                j += 1
-            else:
-                inserted.append(i)
-        return inserted if j == n else None
-
-    def remember(self, core: Message, message: BaseMessage) -> None:
-        """Record that ``core`` stands for ``message`` (the event's summary): it takes
-        the place of the summary remembered before."""
-        self._summary = (core, message)

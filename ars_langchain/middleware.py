@@ -377,9 +377,9 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
 
     def _engine_call(self, call: Call) -> Call:
         """``call`` with its core messages (converted now when the request did not go
-        out as it came)."""
-        if not call.converted:
-            call.messages = call.session.converter.convert(call.request.messages)
+        out as it came; the summarized part compared only when a round reads it)."""
+        if not call.converted:  # with an event anchored in place: the kept part alone
+            call.messages = call.session.converter.convert_kept(call.request.messages, call.event)
             call.converted = True
         return call
 

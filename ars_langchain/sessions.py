@@ -51,7 +51,8 @@ from ars_core.adapter import (
     SummarizerLike,
 )
 
-from .convert import HistoryConverter, from_core, to_core
+from .convert import from_core, to_core
+from .history import HistoryConverter
 from .passthrough import Passthrough
 
 __all__ = [
@@ -194,7 +195,7 @@ class Call:
     """One model call (or on-demand compaction) of a session."""
 
     session: Session
-    messages: list[Message]
+    messages: Sequence[Message]
     event: SummarizationEvent | None
     system: Message | None
     tools: list[Any]
