@@ -30,6 +30,7 @@ from typing import Any, overload
 from langchain_core.messages import BaseMessage
 
 from ars_core import MARK_SUMMARY, Message, SummarizationEvent
+from ars_core.adapter import reads_kept_part_only
 
 from . import convert as lc_convert
 from .convert import VIEW_HEAD, to_core
@@ -64,11 +65,15 @@ class HistoryConverter:
         self._lock = threading.Lock()
         self._lc: list[BaseMessage] = []
         self._core: list[Message] = []
-        # id(core message) -> (core message, LangChain message) for the first
-        # ``_mapped`` messages of the history: filled when ``back`` first needs it (a call
-        # below T never does); the core object is held so its id cannot be reused
+        # id(core message) -> (core message, LangChain message) for the messages of the
+        # history from ``_floor`` to ``_mapped``: filled when ``back`` first needs it (a call
+        # below T never does); the core object is held so its id cannot be reused. After
+        # a round only the kept part is mapped (``_floor``: where the last call's kept part
+        # starts; views of such calls hold nothing before it), so the map holds the kept
+        # part, not the history
         self._origin: dict[int, tuple[Message, BaseMessage]] = {}
         self._mapped = 0
+        self._floor = 0
         # the summary of the latest round and its LangChain form: converted once, when a
         # view first holds it, then reused by the state update and every later view
         self._summary: tuple[Message, BaseMessage] | None = None
@@ -88,6 +93,14 @@ class HistoryConverter:
         return list(map(to_core, messages))
 
     def convert(self, messages: Sequence[BaseMessage]) -> list[Message]:
+        core = self._convert(messages)
+        if self._floor:  # a view of this call may hold any message: mapped from the first
+            with self._lock:
+                self._origin.clear()
+                self._mapped = self._floor = 0
+        return core
+
+    def _convert(self, messages: Sequence[BaseMessage]) -> list[Message]:
         with self._lock:
             prev_lc, prev_core = self._lc, self._core
             n_prev, n = len(prev_lc), len(messages)
@@ -135,8 +148,7 @@ class HistoryConverter:
         appended messages converted: the engine reads nothing before the cutoff below T
         (:func:`~ars_core.adapter.reads_kept_part_only`). The summarized part, not
         compared, is compared (and converted where it changed) as :meth:`convert` does
-        when something first reads it (an L2 round, or the engine when the anchor's pair
-        is not where the event says). Else :meth:`convert`."""
+        when something first reads it (an L2 round). Else :meth:`convert`."""
         kept = self._kept(messages, event)
         return self.convert(messages) if kept is None else kept
 
@@ -164,7 +176,22 @@ class HistoryConverter:
                 core = prev_core
                 core.extend(new)
             self._core, self._handed_out, self.rewritten = core, False, False
+            if not reads_kept_part_only(core, event):
+                return None  # the engine reads more than the kept part: convert() compares all
+            self._raise_floor(start)
             return _KeptHistory(self, messages, core, n, start)
+
+    def _raise_floor(self, start: int) -> None:
+        """Map back only from ``start`` on (the views of a call on the kept part hold
+        nothing before it): the messages mapped before it are dropped (under the lock)."""
+        if start <= self._floor:
+            return
+        lo, hi, origin = self._floor, min(start, self._mapped), self._origin
+        for c, m in zip(self._core[lo:hi], self._lc[lo:hi], strict=True):
+            entry = origin.get(id(c))
+            if entry is not None and entry[1] is m:  # (a twin held further on stays)
+                del origin[id(c)]
+        self._floor, self._mapped = start, max(self._mapped, start)
 
     def _after_edit(
         self,
@@ -194,7 +221,7 @@ class HistoryConverter:
         entry = self._origin.get(id(message))
         if entry is None and self._mapped < len(self._core):
             with self._lock:  # map the history's messages not mapped yet (reloaded: current)
-                start, core, lc = self._mapped, self._core, self._lc
+                start, core, lc = max(self._mapped, self._floor), self._core, self._lc
                 pairs = zip(core[start:], lc[start : len(core)], strict=False)
                 self._origin.update((id(c), (c, m)) for c, m in pairs)
                 self._mapped = len(core)
@@ -287,7 +314,7 @@ class _KeptHistory(Sequence[Message]):
         """Every core message of the call, the summarized part compared (and converted
         where it changed) now."""
         if self._whole is None:
-            self._whole = self._converter.convert(self._lc)
+            self._whole = self._converter._convert(self._lc)  # views stay on the kept part
         return self._whole
 
     def __len__(self) -> int:

@@ -210,3 +210,26 @@ def _event_at(core: list[Message], cut: int) -> SummarizationEvent:
     """A summary event of the first ``cut`` messages of ``core``, anchored on them."""
     summary = Message(role="user", content="S", id="ars-summary", metadata={"ars_summary": True})
     return SummarizationEvent(cutoff=cut, summary_message=summary).anchored(core)
+
+
+def test_messages_are_mapped_back_from_the_kept_part_alone() -> None:
+    """A view of a call on the kept part mapped back message by message (a kept message
+    sent in another form past the view's head): each kept message is the very
+    LangChain object of the history, and what the converter keeps to map them back
+    holds the kept part, not the history; a call on the whole history maps any message."""
+    history = [m for i in range(100) for m in turn(i)]
+    conv = HistoryConverter()
+    core = conv.convert(history)
+    conv.back_all(core)  # a view of the whole history mapped: every message
+    event = _event_at(core, 300)
+    grown = [*history, *turn(100)]
+    kept = conv.convert_kept(grown, event)
+    summary = Message(role="user", content="S", id="s", metadata={"ars_summary": True})
+    other = Message(role="tool", content="offloaded", tool_call_id="c90", id="t90")
+    view = [summary, *kept[300:380], other, *kept[381:]]
+    back = conv.back_all(view)
+    assert all(a is b for a, b in zip(back[1:81], grown[300:380], strict=True))
+    assert back[81].content == "offloaded" and back[82] is grown[381]
+    assert len(conv._origin) <= len(grown) - 299
+    again = conv.convert([*grown, *turn(101)])  # a call reading the whole history
+    assert conv.back(again[3]) is grown[3]
