@@ -52,6 +52,7 @@ __all__ = [
     "tool_pairs",
     "trim_tail",
     "validate_summary",
+    "warn_cut",
 ]
 
 #: the longest error message shown to the model (characters, after the type name)
@@ -95,13 +96,16 @@ class CheckedSummary:
     cut_from: int | None = None
 
 
-def validate_summary(result: Any, *, limit: int, estimator: Estimator) -> CheckedSummary:
+def validate_summary(
+    result: Any, *, limit: int, estimator: Estimator, warn: bool = True
+) -> CheckedSummary:
     """Validate what a summarizer returned before it enters state.
 
     ``result`` is a ``SummaryResult``, a string, or the exception the
     summarizer raised. A summary that is not a string, or is empty, is a
     failure, as is an exception. A summary over ``limit`` tokens is cut
-    to fit, with a marker saying so, and a warning is logged. The cut summary
+    to fit, with a marker saying so, and a warning is logged (unless ``warn`` is
+    false: a caller that may cut again logs the last cut, :func:`warn_cut`). The cut summary
     is never empty: when ``limit`` leaves no room for the marker beside any of
     the text (a limit under the marker's 20 tokens or so), the head that fits
     is followed by an ellipsis alone, or stands alone when even that does not
@@ -123,13 +127,22 @@ def validate_summary(result: Any, *, limit: int, estimator: Estimator) -> Checke
     if tokens <= limit:
         return CheckedSummary(text, usage=usage)
     marker = f"\n[ARS: this summary was cut to {limit} tokens; the summary model wrote {tokens}.]"
-    head = _cut_head(estimator, text, limit, marker)
-    log.warning(
-        "ARS: the summary model returned %d tokens, more than the %d allowed; cut to fit",
-        tokens,
-        limit,
+    checked = CheckedSummary(
+        _cut_head(estimator, text, limit, marker), usage=usage, cut_from=tokens
     )
-    return CheckedSummary(head, usage=usage, cut_from=tokens)
+    if warn:
+        warn_cut(checked, limit)
+    return checked
+
+
+def warn_cut(checked: CheckedSummary, limit: int) -> None:
+    """The one warning for a summary cut to ``limit`` tokens (none when it was not cut)."""
+    if checked.cut_from is not None:
+        log.warning(
+            "ARS: the summary model returned %d tokens, more than the %d allowed; cut to fit",
+            checked.cut_from,
+            limit,
+        )
 
 
 def _cut_head(estimator: Estimator, text: str, limit: int, marker: str) -> str:

@@ -21,7 +21,7 @@ import attrs
 
 from . import memo
 from .estimate import Estimator
-from .l2 import CheckedSummary, validate_summary
+from .l2 import CheckedSummary, validate_summary, warn_cut
 from .memo import estimator_key
 from .messages import Message
 from .recent import Recent
@@ -235,15 +235,16 @@ def fitted_summary(result: Any, task: TaskSection, bound: int, est: Estimator) -
     text = getattr(result, "text", result)
     framed = not (isinstance(text, str) and text.startswith(SECTION_MARK + " "))
     limit = summarizer_limit(bound, task, est, framed=framed)
-    checked = validate_summary(result, limit=limit, estimator=est)
+    checked = validate_summary(result, limit=limit, estimator=est, warn=False)
     for _ in range(4):
         if checked.text is None or not task.fits:  # (a task over its room: over the bound)
-            return checked
+            break
         over = _counted(est, summary_body(task.sections, checked.text)) - bound
         if over <= 0:
-            return checked
+            break
         limit = max(1, min(limit, est.count_text(checked.text)) - over)
-        checked = validate_summary(result, limit=limit, estimator=est)
+        checked = validate_summary(result, limit=limit, estimator=est, warn=False)
+    warn_cut(checked, limit)  # once, with the limit the summary was last cut to
     return checked
 
 

@@ -14,6 +14,7 @@ exceeds the bound; the first and the newest requests always have their sections.
 from __future__ import annotations
 
 import logging
+import random
 import re
 
 import pytest
@@ -270,3 +271,38 @@ def test_a_summary_body_is_counted_once_per_engine(bound: int) -> None:
     assert again == first == fresh
     assert (first.cut_from is None) == (bound == 2000)
     assert EST.count_text(body) <= bound
+
+
+@pytest.mark.spec("R54")
+def test_a_summary_cut_twice_to_fit_its_bound_is_reported_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """At T = 256 (the default exact estimator) a 60-word summary is cut to what the task
+    leaves, then once more because the body counted whole is a token or two over the bound:
+    one warning, naming the limit the summary message's marker names."""
+    rng = random.Random(9)
+    greek = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron"
+    vocabulary = [*greek.split(), "pi", "rho", "sigma"]
+
+    def text(n: int) -> str:
+        return " ".join(rng.choice(vocabulary) for _ in range(n))
+
+    sizes = [rng.choice([5, 30, 80]) for _ in range(3)]
+    summary = text(rng.choice([40, 60, 150]))
+    history: list[Message] = []
+    for size in sizes:
+        history += [user(text(size)), assistant(text(30))]
+    history.append(user("go on"))
+    engine = Compressor(
+        SummaryConfig(summary_threshold=0.25, summary_keep_messages=2),
+        backend=memory_backend(),
+        summarizer=FakeSummarizer(summary),
+    )
+    with caplog.at_level(logging.WARNING, logger="ars"):
+        out = engine.call(history, ScriptedModel())
+    assert out.level == "L2"
+    cuts = [r.getMessage() for r in caplog.records if "cut to fit" in r.getMessage()]
+    assert len(cuts) == 1
+    (limit,) = re.findall(r"more than the (\d+) allowed", cuts[0])
+    marker = re.findall(r"this summary was cut to (\d+) tokens", out.view[0].text)
+    assert marker == [limit]
