@@ -45,7 +45,7 @@ from typing import Any
 from .bounds import Utf8Bytes
 from .budget import in_estimate_units
 from .capabilities import Utf8BoundedEstimator, has
-from .checkpoint import EventCheck, check_event, reads_kept_part_only
+from .checkpoint import EventCheck, check_event, message_key, reads_kept_part_only
 from .config import CONFIG_FIELDS
 from .engine import Compressor, deliver_event
 from .errors import is_context_overflow
@@ -114,6 +114,7 @@ __all__ = [
     "is_calibrated",
     "is_context_overflow",
     "is_temporary",
+    "message_key",
     "output_folder",
     "read_error_text",
     "read_page",

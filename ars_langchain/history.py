@@ -30,7 +30,7 @@ from typing import Any, overload
 from langchain_core.messages import BaseMessage
 
 from ars_core import MARK_SUMMARY, Message, SummarizationEvent
-from ars_core.adapter import reads_kept_part_only
+from ars_core.adapter import message_key
 
 from . import convert as lc_convert
 from .convert import VIEW_HEAD, to_core
@@ -145,10 +145,11 @@ class HistoryConverter:
         is anchored on ids in the history last converted and ``messages`` holds that
         history's kept part (from the last summarized message on: the same objects, or
         equal ones) with messages appended, only the kept part is compared and the
-        appended messages converted: the engine reads nothing before the cutoff below T
-        (:func:`~ars_core.adapter.reads_kept_part_only`). The summarized part, not
-        compared, is compared (and converted where it changed) as :meth:`convert` does
-        when something first reads it (an L2 round). Else :meth:`convert`."""
+        appended messages converted: the engine then reads nothing before the cutoff
+        below T (:func:`~ars_core.adapter.reads_kept_part_only`: the anchor's pair by id,
+        checked here too). The summarized part, not compared, is compared (and converted
+        where it changed) as :meth:`convert` does when something first reads it (an L2
+        round). Else :meth:`convert`."""
         kept = self._kept(messages, event)
         return self.convert(messages) if kept is None else kept
 
@@ -158,7 +159,8 @@ class HistoryConverter:
         anchor = event.anchor if event is not None else None
         if event is None or anchor is None or anchor.next is None or anchor.by_content:
             return None
-        start, n = event.cutoff - 1, len(messages)
+        cut, n = event.cutoff, len(messages)
+        start = cut - 1
         with self._lock:
             prev_lc, prev_core = self._lc, self._core
             n_prev = len(prev_lc)
@@ -176,7 +178,7 @@ class HistoryConverter:
                 core = prev_core
                 core.extend(new)
             self._core, self._handed_out, self.rewritten = core, False, False
-            if not reads_kept_part_only(core, event):
+            if message_key(core[start]) != anchor.last or message_key(core[cut]) != anchor.next:
                 return None  # the engine reads more than the kept part: convert() compares all
             self._raise_floor(start)
             return _KeptHistory(self, messages, core, n, start)
