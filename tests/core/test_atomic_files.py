@@ -166,3 +166,49 @@ def test_a_local_archive_is_on_disk_before_its_name_appears(
     assert sizes == [len(text)]
     assert seen[1][1:] == ([path.rsplit("/", 1)[1]], [len(text)])  # renamed, then flushed
     assert (tmp_path / path).read_text() == text
+
+
+@pytest.mark.spec("R52", "R12")
+def test_a_batch_written_beside_the_caller_is_whole_flushed_and_reports_each_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many files at once (several batches): each file's temporary is written in a
+    staging thread while the next file is read, yet every file is whole under its
+    name with its bytes flushed (``fsync``) before the rename, and a file whose
+    write fails there (its folder is a regular file) is reported as that file's
+    error while the others are written; no temporary is left behind."""
+    import os
+    import stat
+
+    from ars_core import FsspecBackend
+    from ars_core import files as files_mod
+    from ars_core._local_files import BATCH_FILES
+
+    flushed: dict[str, int] = {}
+    real_fsync = os.fsync
+
+    def spy(fd: int) -> None:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            path = os.readlink(f"/proc/self/fd/{fd}") if os.path.exists("/proc/self/fd") else ""
+            flushed[os.path.basename(path)] = os.fstat(fd).st_size
+        real_fsync(fd)
+
+    monkeypatch.setattr(files_mod.os, "fsync", spy)
+    (tmp_path / "blocked").write_text("a file, not a folder")
+    n = BATCH_FILES * 2 + 7
+    files = {
+        f"{'blocked' if i % 97 == 5 else 'out'}/f{i:04d}.txt": [f"{i}:".encode() * (i + 1), b"!"]
+        for i in range(n)
+    }
+    errors = FsspecBackend(tmp_path.as_uri()).write_files(list(files.items()))
+    failing = {p for p in files if p.startswith("blocked/")}
+    assert set(errors) == failing and len(failing) == 6
+    for path, pieces in files.items():
+        if path not in failing:
+            assert (tmp_path / path).read_bytes() == b"".join(pieces)
+    assert not [p for p in (tmp_path / "out").iterdir() if not p.name.startswith("f")]
+    if flushed:  # each written file was flushed whole under its temporary name
+        sizes = {name.split(".ars-tmp-")[0].lstrip("."): size for name, size in flushed.items()}
+        assert sizes == {
+            p.rsplit("/", 1)[1]: len(b"".join(v)) for p, v in files.items() if p not in failing
+        }
