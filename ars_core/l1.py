@@ -326,20 +326,29 @@ def _pending_offload(
     if not above and message_tokens(exact, m) <= limit:
         return None
     path = _offload_path(m, text, False)
-    shell = message_tokens(exact, m.with_content(""))
     # the header alone, its count written with as many digits as the text's bytes: no
     # fewer than the count has, each group of three a token
     header = offload_body(path, text, "", utf8_length(text))
-    if not digit_groups_are_tokens(encoding) or shell + exact.count_text(header) > limit:
+    if not digit_groups_are_tokens(encoding) or _shell_and_header_above(exact, m, header, limit):
         return None
 
     def fill(form: Message) -> str:
-        body, _, counted = _offload_text(m, estimator, limit, path, (), False)
+        body, shell, counted = _offload_text(m, estimator, limit, path, (), False)
         _keep_count(estimator, form, shell, counted)
         return body
 
     proto = m.with_content("", **{MARK_OFFLOADED: path})
     return pending_form(proto, fill), FileWrite(path, text)
+
+
+def _shell_and_header_above(exact: TiktokenEstimator, m: Message, header: str, limit: int) -> bool:
+    """Whether the message ``m`` without its content, plus the text ``header``, counts
+    above ``limit``: counted only when their bounds (UTF-8 bytes, never below the
+    count) do not already keep them within it."""
+    shell = m.with_content("")
+    if exact.token_bound(shell) + utf8_length(header) <= limit:
+        return False
+    return message_tokens(exact, shell) + exact.count_text(header) > limit
 
 
 def _counts_by_pieces(estimator: Estimator) -> bool:

@@ -254,3 +254,63 @@ def test_an_l1_view_sent_holds_every_form_made_as_at_once(
     assert all(type(m) is Message for m in lazy_sent)
     assert _dicts(lazy_sent) == _dicts(eager_sent)
     assert sum(m.metadata.get("ars_offloaded") is not None for m in lazy_sent) == 8
+
+
+def _plan_counting_texts(
+    monkeypatch: pytest.MonkeyPatch, est: TiktokenEstimator, message: Message, limit: int
+) -> tuple[Any, list[str]]:
+    counted: list[str] = []
+    count_text = est.count_text
+
+    def recording(text: str) -> int:
+        counted.append(text)
+        return count_text(text)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(est, "count_text", recording)
+        plan = plan_l1([message], estimator=est, tool_token_limit=limit)
+    return plan, counted
+
+
+@pytest.mark.spec("R12", "R23")
+def test_a_pending_offload_whose_header_bytes_fit_counts_neither_header_nor_shell(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    c = call("bash", command="make")
+    result = tool(c, _log(11))
+    est = TiktokenEstimator()
+    plan, counted = _plan_counting_texts(monkeypatch, est, result, 400)
+    form = plan.view[0]
+    assert is_pending(form)
+    header = l1_module.offload_body(
+        plan.writes[0].path, result.text, "", len(result.text.encode("utf-8"))
+    )
+    assert header not in counted and c.id not in counted  # the bounds decided it
+    with monkeypatch.context() as patch:
+        patch.setattr(l1_module, "_pending_offload", lambda *args: None)
+        made = plan_l1([attrs.evolve(result)], estimator=est, tool_token_limit=400).view[0]
+    assert form == made
+
+
+@pytest.mark.spec("R12", "R23")
+@pytest.mark.parametrize("limit", [60, 120, 130, 150, 300, 400])
+def test_a_pending_offload_is_decided_as_by_exact_counts(
+    monkeypatch: pytest.MonkeyPatch, limit: int
+) -> None:
+    # a long call id and tool name: the bytes of shell and header (391) are above limits
+    # the exact counts are not (130..300: counted, then offloaded pending), and at 400 not
+    c = call("bash_" + "x" * 40, command="make")
+    result = attrs.evolve(tool(c, _log(12)), tool_call_id="id-" + "7" * 90)
+    est = TiktokenEstimator()
+
+    def exact(e: TiktokenEstimator, m: Message, header: str, lim: int) -> bool:
+        shell = est.count_message(m.with_content(""))
+        return shell + est.count_text(header) > lim
+
+    lazy = plan_l1([result], estimator=est, tool_token_limit=limit)
+    with monkeypatch.context() as patch:
+        patch.setattr(l1_module, "_shell_and_header_above", exact)
+        reference = plan_l1([attrs.evolve(result)], estimator=est, tool_token_limit=limit)
+    assert is_pending(lazy.view[0]) == is_pending(reference.view[0])
+    assert _dicts(lazy.view) == _dicts(reference.view)
+    assert [w.path for w in lazy.writes] == [w.path for w in reference.writes]
