@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ars_core import (
     ApproxEstimator,
@@ -424,7 +426,8 @@ def features_one_by_one(text: str) -> tuple[int, ...]:
             counts["punct_repeats"] += k == "punct" and c == prev_char
             counts["line_breaks"] += k == "newline" and before != "newline"
             counts["cjk"] += k == "cjk"
-            counts["other"] += k == "other"
+            # an all-ASCII chunk counts no "other" (its control characters: NUL, ESC...)
+            counts["other"] += k == "other" and not chunk.isascii()
             before, prev_char = k, c
     return tuple(counts.values())
 
@@ -508,3 +511,53 @@ def test_tools_counted_again_when_a_list_of_the_same_length_changes() -> None:
     tools[0] = large[0]  # the same list object, the same length
     assert estimator.count_tools(tools) > first + 300
     assert estimator.count_tools(list(small)) == first
+
+
+def weighted_count_one_by_one(text: str) -> int:
+    """``ApproxEstimator.count_text`` as first written: ``sum`` over the weighted
+    features read one character at a time, rounded, at least 1."""
+    if not text:
+        return 0
+    total = sum(
+        w * f for w, f in zip(ApproxEstimator.WEIGHTS, features_one_by_one(text), strict=True)
+    )
+    return max(1, round(total))
+
+
+_PIECES = st.sampled_from(
+    [
+        "a",
+        "Z",
+        "7",
+        "=",
+        "-",
+        "==",
+        "\n",
+        "\r\n",
+        " ",
+        "\t",
+        "中",
+        "é",
+        "😀",
+        "\x00",
+        "\ud800",
+        "\udfff",
+    ]
+)
+
+
+@pytest.mark.spec("R3")
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pieces=st.lists(st.one_of(_PIECES, st.text(max_size=20)), max_size=200),
+    rule=st.sampled_from(["", "=" * 300, "-" * 70 + "\n"]),
+    pad=st.sampled_from([0, APPROX_CHUNK - 3, APPROX_CHUNK + 5]),
+)
+def test_count_text_equals_the_per_character_weighted_sum(
+    pieces: list[str], rule: str, pad: int
+) -> None:
+    """The fast count is exactly the weighted sum of the per-character features,
+    added in order and rounded: surrogates, NUL, CJK, emoji, punctuation runs and
+    texts crossing the chunk size included."""
+    text = "x" * pad + rule + "".join(pieces) + rule
+    assert ApproxEstimator().count_text(text) == weighted_count_one_by_one(text)
