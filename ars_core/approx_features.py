@@ -49,10 +49,14 @@ def _mask(bit: int) -> int:
     return int.from_bytes(bytes([bit]) * (APPROX_CHUNK + 1), "little")
 
 
-_M_LETTER, _M_UPPER, _M_DIGIT, _M_PUNCT, _M_NEWLINE, _M_LOW7 = map(
-    _mask, (_LETTER, _UPPER, _DIGIT, _PUNCT, _NEWLINE, 0x7F)
+_M_LETTER, _M_UPPER, _M_DIGIT, _M_PUNCT, _M_NEWLINE = map(
+    _mask, (_LETTER, _UPPER, _DIGIT, _PUNCT, _NEWLINE)
 )
-_MASK_BITS = 8 * (APPROX_CHUNK + 1)
+#: ``0x7F`` in every byte, one mask per power-of-two length up to a chunk plus one
+#: byte: the smallest that covers a text is the one :func:`_chunk_features` adds
+_LOW7_BY_BITS = [
+    int.from_bytes(b"\x7f" * min(1 << k, APPROX_CHUNK + 1), "little") for k in range(18)
+]
 _B_PUNCT, _B_CJK, _B_OTHER = bytes([_PUNCT]), bytes([_CJK]), bytes([_OTHER])
 
 #: the features :func:`approx_features` returns, in order
@@ -107,7 +111,9 @@ def _chunk_features(chunk: str) -> tuple[int, ...]:
         # without carries between bytes), then shifted onto the punctuation bit
         r = int.from_bytes(raw, "little")
         diff = r ^ (r << 8)
-        low7 = _M_LOW7 >> (_MASK_BITS - 8 * (n + 1))
+        # any mask of at least n + 1 bytes gives the same bits below (the sum carries
+        # within each byte only, and ``x`` cuts the result to the text's length)
+        low7 = _LOW7_BY_BITS[n.bit_length()]
         differs = ((diff & low7) + low7) | diff
         runs = punct - (x & (differs >> 4) & _M_PUNCT).bit_count()
     return (
