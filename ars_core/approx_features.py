@@ -102,10 +102,11 @@ def _chunk_features(chunk: str) -> tuple[int, ...]:
     flags = raw.translate(_CLASSES)
     n = len(flags)
     x = int.from_bytes(flags, "little")
-    starts = x ^ (x & (x << 8))  # a class present here and absent just before
+    both = x & (x << 8)  # a class present here and just before
+    starts = x ^ both  # a class present here and absent just before
     punct = flags.count(_B_PUNCT)
     runs = 0
-    if punct:
+    if both & _M_PUNCT:  # no punctuation after punctuation: nothing can repeat
         # punctuation equal to the byte before it: bit 7 of each byte of
         # ``differs`` is set where raw ^ (raw << 8) has a non-zero byte (found
         # without carries between bytes), then shifted onto the punctuation bit
