@@ -32,7 +32,7 @@ from collections.abc import Collection, Hashable, Mapping, Sequence
 from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 from ._media import media_tokens
-from .approx_features import APPROX_FEATURES, approx_features
+from .approx_features import APPROX_FEATURES, approx_features, approx_weighted_sum
 from .capabilities import BoundedEstimator, has
 from .memo import TOKENS, HistoryTotals, instance_key
 from .messages import Message
@@ -477,21 +477,7 @@ class ApproxEstimator(CachingEstimator):
     def count_text(self, text: str) -> int:
         if not text:
             return 0
-        # the weighted sum written out, added left to right as ``sum`` would (the same
-        # float): one unpacking instead of a ``map`` over nine pairs
-        w0, w1, w2, w3, w4, w5, w6, w7, w8 = self.WEIGHTS
-        n, words, cases, digits, punct, repeats, breaks, cjk, other = approx_features(text)
-        total = (
-            n * w0
-            + words * w1
-            + cases * w2
-            + digits * w3
-            + punct * w4
-            + repeats * w5
-            + breaks * w6
-            + cjk * w7
-            + other * w8
-        )
+        total = approx_weighted_sum(text, self.WEIGHTS)
         return max(1, round(total))
 
 
