@@ -21,6 +21,7 @@ from .checkpoint import EventCheck, SummarizationEvent
 from .config import SummaryConfig
 from .effects import Emit, ModelResult
 from .estimate import Estimator, is_bounded, message_tokens
+from .floors import floors_reach_of
 from .memo import Memo
 from .messages import Message
 from .pairing import Pairing, pair_tool_calls
@@ -146,7 +147,8 @@ class CallState:
         """Whether the request before compression is below ``limit``: decided by the
         bound when it is below, else by exact counts (the newest messages' until they
         reach it, see :meth:`HistorySize.reaches`)."""
-        return not self.history.reaches(limit - self.extra)
+        floors = floors_reach_of(self.settings.estimator)
+        return not self.history.reaches(limit - self.extra, floors)
 
     def before(self) -> int | CountLater:
         """What a stream event reports as ``tokens_before``: the exact count, made when

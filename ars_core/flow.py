@@ -71,6 +71,7 @@ from .estimate import (
     message_sizes,
     message_tokens,
 )
+from .floors import floors_reach_of
 from .l1 import offload_oversized_user_messages, plan_l1
 from .l1_media import media_offloader, offload_inline_media
 from .l2 import (
@@ -268,7 +269,8 @@ def _level1(r: CallState) -> Generator[Effect, Any, L1View]:
     fields = {"offloaded": offloaded, "truncated_args": plan.truncated_args}
     if not r.history.exact:  # counted from the newest message back as far as decisions need
         est = s.estimator
-        return L1View(view, NewestFirst(view, lambda m: message_tokens(est, m), r.extra), fields)
+        size = NewestFirst(view, lambda m: message_tokens(est, m), r.extra, floors_reach_of(est))
+        return L1View(view, size, fields)
     replaced = plan.replaced
     tokens = (
         r.tokens_before

@@ -41,6 +41,7 @@ from .estimate import (
     is_bounded,
     message_tokens,
 )
+from .floors import head_floor
 from .layout import LARGE_TOOL_RESULTS_DIR, LARGE_USER_MESSAGES_DIR
 from .memo import L1_PLAN, L1_USER, TOKENS, estimator_key
 from .messages import (
@@ -320,8 +321,10 @@ def _pending_offload(
     if exact.token_bound(m) <= limit:  # as L1 decides it at once
         return None
     encoding = load_encoding(exact.encoding_name)
+    # a floor of a head of the text, else the tokens of a head: above the limit alone
     above = TOKENS.get(m, exact.cache_key) is None and (
-        MESSAGE_OVERHEAD + head_tokens_below(encoding, text, limit) > limit
+        MESSAGE_OVERHEAD + head_floor(text, limit) > limit
+        or MESSAGE_OVERHEAD + head_tokens_below(encoding, text, limit) > limit
     )
     if not above and message_tokens(exact, m) <= limit:
         return None

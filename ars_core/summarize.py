@@ -47,6 +47,7 @@ from .estimate import (
     message_tokens,
 )
 from .extractive import ExtractiveSummarizer
+from .floors import floors_reach_of
 from .memo import KEPT_KIND, SHORTENED, TOKENS
 from .messages import ContentPart, Message
 from .prompt import media_reference, render_history, render_prompt
@@ -441,6 +442,9 @@ def history_exceeds(history: Sequence[Message], estimator: Estimator, limit: int
             running += known
             if running > limit:
                 return True
+    reach = floors_reach_of(estimator)
+    if reach is not None and reach(uncounted, limit - running + 1):
+        return True  # their floors tell, counting none of them
     for m in uncounted:
         running += count(m)
         if running > limit:

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate
 from typing import Any
 
 __all__ = ["CountLater", "HistorySize", "NewestFirst", "Totals", "no_bound"]
 
+
+#: whether messages' floors (never above their counts), read in their order, reach a limit
+Reach = Callable[[Iterable[Any], int], bool]
 
 #: the "bound" of a history nothing bounded (any count is below it)
 UNKNOWN = sys.maxsize
@@ -148,11 +151,13 @@ class HistorySize:
         size._count, size._lock = count, lock
         return size
 
-    def reaches(self, limit: int) -> bool:
+    def reaches(self, limit: int, floors: Reach | None = None) -> bool:
         """Whether the exact count is at least ``limit``, counting no more than that
-        takes: the bound answers below ``limit``; else messages are counted newest
-        first until their counts reach it (what is left counts at least nothing), or
-        all of them (then the exact count is kept, as :meth:`counted` keeps it)."""
+        takes: the bound answers below ``limit``; else ``floors`` (whether messages'
+        floors, never above their counts, reach a limit) of the messages newest first,
+        when given; else messages are counted newest first until their counts reach it
+        (what is left counts at least nothing), or all of them (then the exact count
+        is kept, as :meth:`counted` keeps it)."""
         if self.exact or self.tokens < limit:
             return self.tokens >= limit
         with self._lock:
@@ -160,6 +165,9 @@ class HistorySize:
             if totals is None or count is None:  # counted by another thread meanwhile
                 return self.tokens >= limit
             messages = self._source if totals.version == self._version else self._messages
+            newest = map(messages.__getitem__, range(n - 1, -1, -1))
+            if floors is not None and floors(newest, limit):
+                return True
             running = 0
             for i in range(n - 1, -1, -1):
                 running += count(messages[i])
@@ -216,15 +224,27 @@ class NewestFirst:
     the newest messages until their counts pass it (a view far above a threshold
     counts a few), the total reads them all. One call's, not thread-safe."""
 
-    __slots__ = ("_count", "_messages", "_next", "_sum")
+    __slots__ = ("_count", "_floors", "_messages", "_next", "_sum")
 
-    def __init__(self, messages: Sequence[Any], count: Callable[[Any], int], extra: int) -> None:
-        self._messages, self._count = messages, count
+    def __init__(
+        self,
+        messages: Sequence[Any],
+        count: Callable[[Any], int],
+        extra: int,
+        floors: Reach | None = None,
+    ) -> None:
+        self._messages, self._count, self._floors = messages, count, floors
         self._next, self._sum = len(messages), extra
 
     def exceeds(self, limit: int) -> bool:
-        """Whether the exact total is above ``limit``."""
+        """Whether the exact total is above ``limit``: by ``floors`` (whether messages'
+        floors, never above their counts, reach a limit) of the messages not counted
+        yet, newest first, when given and they tell; else by counts."""
         messages, count = self._messages, self._count
+        if self._floors is not None and self._sum <= limit:
+            newest = map(messages.__getitem__, range(self._next - 1, -1, -1))
+            if self._floors(newest, limit - self._sum + 1):
+                return True
         while self._sum <= limit and self._next > 0:
             self._next -= 1
             self._sum += count(messages[self._next])
