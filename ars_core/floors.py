@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .estimate import MESSAGE_OVERHEAD, TOOL_CALL_OVERHEAD, CachingEstimator, TiktokenEstimator
-from .memo import TOKENS
+from .memo import FLOOR, TOKENS
 from .messages import Message
 from .pending_form import is_pending
 
@@ -155,15 +155,18 @@ def counts_by_pieces(estimator: Any) -> bool:
 
 def floor_of(estimator: Any) -> Callable[[Message], int] | None:
     """A message's count at most ``estimator``'s: the count a message holds, else
-    :func:`message_floor`; ``None`` when ``estimator`` does not count by pieces
-    (:func:`counts_by_pieces`)."""
+    :func:`message_floor` (kept on the message); ``None`` when ``estimator`` does not
+    count by pieces (:func:`counts_by_pieces`)."""
     if not counts_by_pieces(estimator):
         return None
     key, get = estimator.cache_key, TOKENS.get
 
     def floor(message: Message) -> int:
         held = get(message, key)
-        return int(held) if held is not None else message_floor(message)
+        if held is not None:
+            return int(held)
+        # kept on the message (a round reads a message's floor in several decisions)
+        return message_floor(message) if is_pending(message) else FLOOR.of(message, message_floor)
 
     return floor
 

@@ -123,6 +123,7 @@ class Family(Generic[T]):
 
 
 TOKENS: Family[int] = Family("tokens", "estimate", "an estimator's token count (per estimator)")
+FLOOR: Family[int] = Family("floor", "floors", "a floor of its exact o200k/cl100k count")
 L1_PLAN: Family[Any] = Family("l1", "l1", "the message's L1 plan (per limits and estimator)")
 L1_USER: Family[Any] = Family("l1-user", "l1", "a user message's offload above T")
 L1_MEDIA: Family[Any] = Family("l1-media", "l1_media", "the message with inline media offloaded")
@@ -142,6 +143,7 @@ FORM_KEY: Family[str] = Family("form-key", "checkpoint", "content key plus its o
 #: every kind of value kept on a message, in one table
 FAMILIES: tuple[Family[Any], ...] = (
     TOKENS,
+    FLOOR,
     L1_PLAN,
     L1_USER,
     L1_MEDIA,

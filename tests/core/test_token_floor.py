@@ -26,7 +26,7 @@ from ars_core import Compressor, FsspecBackend, Message, message_to_dict
 from ars_core import floors as floors_module
 from ars_core import l1 as l1_module
 from ars_core._tiktoken_offline import load_encoding
-from ars_core.estimate import ApproxEstimator, CachingEstimator, TiktokenEstimator
+from ars_core.estimate import MESSAGE_OVERHEAD, ApproxEstimator, CachingEstimator, TiktokenEstimator
 from ars_core.floors import (
     FLOOR_REACH,
     floor_of,
@@ -35,7 +35,10 @@ from ars_core.floors import (
     message_floor,
     token_floor,
 )
+from ars_core.l1 import plan_l1
+from ars_core.memo import FLOOR, TOKENS
 from ars_core.messages import ContentPart, ToolCall
+from ars_core.pending_form import is_pending
 from ars_core.stream import CompressionEvent
 from ars_core.summarize import SummaryResult
 from ars_core.totals import HistorySize, NewestFirst, Totals
@@ -282,3 +285,19 @@ def test_a_call_decided_by_floors_is_the_call_counted_exactly(
     assert floored["tokens"] == counted["tokens"]
     # floors never encode more; in the rounds far above the limits they spare encoding
     assert with_floors < encoded[0] if threshold <= 4 else with_floors <= encoded[0]
+
+
+@pytest.mark.spec("R3", "R12")
+def test_a_floor_is_kept_on_its_message_and_a_pending_form_is_not_made_for_one() -> None:
+    est = ESTIMATORS["o200k_base"]
+    floor = floor_of(est)
+    assert floor is not None
+    c = call("bash", command="make")
+    m = tool(c, "    at module.func (src/m.py:12) ok\n" * 40)
+    assert floor(m) == message_floor(m) == FLOOR.get(m) > MESSAGE_OVERHEAD
+    assert TOKENS.get(m, est.cache_key) is None  # nothing was encoded for it
+    est.count_message(m)
+    assert floor(m) == est.count_message(m)  # once counted, the count itself
+    form = plan_l1([tool(c, _log(1, 60, False))], estimator=est, tool_token_limit=120).view[0]
+    assert is_pending(form)
+    assert floor(form) == MESSAGE_OVERHEAD and is_pending(form) and FLOOR.get(form) is None
