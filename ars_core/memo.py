@@ -422,6 +422,22 @@ class SparseIndex(Generic[T]):
             memo.extend(seen, messages, known)
             return found.positions[since:], found.values[since:]
 
+    def knows(self, messages: Sequence[Message]) -> bool:
+        """Whether a remembered history is a prefix of ``messages`` (or ``messages`` of
+        it): calling the index then reads only the appended messages."""
+        with self._memo.lock:
+            seen = self._memo._seen.get(id(messages[0]), ()) if messages else ()
+            return any(unchanged_prefix(s.messages, messages) for s in seen)
+
+    def remember(self, messages: Sequence[Message], positions: list[int], values: list[T]) -> None:
+        """Keep a reading of every message of ``messages`` the caller made (``positions``
+        ascending, as a call returns them) unless the index holds that history already."""
+        with self._memo.lock:
+            seen, known = self._memo.track(messages)
+            if not known:
+                seen.messages[:] = messages
+                seen.state.positions[:], seen.state.values[:] = positions, values
+
 
 class _Positions(Generic[T]):
     __slots__ = ("positions", "values")
@@ -519,20 +535,6 @@ class Memo:
         with self._lock:
             found: S = self._singles.get(name) or self._singles.setdefault(name, new_state())
             return found
-
-    def forget(self) -> None:
-        """Drop every remembered history (the per-message values stay)."""
-        with self._lock:
-            totals = [*self._totals.values(), *self._text_totals.values()]
-            indexes = list(self._indexes.values())
-            prefixes = list(self._prefixes.values())
-        for t in totals:
-            t.clear()
-        for prefix in prefixes:
-            prefix.clear()
-        for index in indexes:
-            index._memo.clear()
-        self.checked.clear()
 
 
 def _checked_this_call(messages: Sequence[Any]) -> tuple[Tracked[Any], int] | None:

@@ -24,7 +24,7 @@ import functools
 import json
 import re
 from array import array
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -234,10 +234,32 @@ def _ordered_by_last(items: Iterable[str]) -> list[str]:
 def _latest(messages: Sequence[Message], reader: str, k: int) -> list[str]:
     """``_ordered_by_last`` of what ``reader`` (``"edited"``, ``"errors"`` or
     ``"commands"``) finds in every message, last ``k`` only: read from the newest
-    message back, stopping once ``k`` distinct items are found. Only the messages
-    that hold something are looked at (known from the rounds before, for a history
-    that grew)."""
-    return _last_distinct(reversed(_index(reader)(messages)[1]), k)
+    message back, stopping once ``k`` distinct items are found. A history that grew
+    from one read before has only the messages that hold something looked at (and
+    its new ones read); any other is read from its newest message back, no further
+    than the ``k`` items take (kept for the next rounds when read to its start)."""
+    index = _index(reader)
+    if not messages or index.knows(messages):
+        return _last_distinct(reversed(index(messages)[1]), k)
+    return _last_distinct(_read_back(index, messages, _READERS[reader]), k)
+
+
+def _read_back(
+    index: SparseIndex[tuple[str, ...]],
+    messages: Sequence[Message],
+    value_of: Callable[[Message], tuple[str, ...]],
+) -> Iterator[tuple[str, ...]]:
+    """What ``value_of`` finds in ``messages``, newest message first, read as the caller
+    asks; a reading taken to the first message is kept by ``index``."""
+    positions: list[int] = []
+    values: list[tuple[str, ...]] = []
+    for i in range(len(messages) - 1, -1, -1):
+        value = value_of(messages[i])
+        if value:
+            positions.append(i)
+            values.append(value)
+            yield value
+    index.remember(messages, positions[::-1], values[::-1])
 
 
 def _last_distinct(newest_first: Iterable[tuple[str, ...]], k: int) -> list[str]:

@@ -69,3 +69,24 @@ class TestSparseIndex:
         assert index([*history, user("q30")])[1][-1] == "q30"
         assert index([*view, user("q30 in the view")])[1][-1] == "q30 in the view"
         assert len(reader.read) == 2
+
+
+class TestRemember:
+    def test_a_reading_made_elsewhere_is_kept_and_extended(self) -> None:
+        """A full reading the caller made is kept: the index then knows the history (and
+        its prefixes and extensions, not an edited one), answers it with that reading
+        without reading anything, and reads only what is appended to it."""
+        reader = Reader()
+        index = SparseIndex(reader)
+        history = _history(30)
+        edited = [*history[:14], user("edited"), *history[15:]]
+        assert not index.knows(history)
+        positions = list(range(0, 30, 3))
+        index.remember(history, positions, [f"q{i}" for i in positions])
+        assert index.knows(history) and index.knows(history[:10])
+        assert index.knows([*history, user("q30")]) and not index.knows(edited)
+        assert index(history) == (positions, [f"q{i}" for i in positions])
+        assert reader.read == []
+        grown = [*history, user("q30"), assistant("a31")]
+        assert index(grown)[1][-2:] == ["q27", "q30"]
+        assert reader.read == grown[30:]

@@ -195,30 +195,53 @@ class TestEveryL2Round:
         assert SummarizationEvent.from_dict(data).retention is None
 
 
-@pytest.mark.spec("R58")
-def test_the_audit_reads_each_message_once_as_the_history_grows(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The audit checks the newest edited files, commands and errors. It reads each
-    summarized message once: the audit of a later round, over the same history plus
-    new messages, reads only the new ones (an edited history is read again). The
-    anchors are those a full reading finds."""
+def _reading(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Message]]:
+    """The messages each reader of the audit is asked about, by reader."""
     from ars_core import retention
 
-    history: list[Message] = [user(TASK)]
-    for i in range(200):  # a long start: listings, no edit, no error
-        c = call("bash", f"ls{i}", command=f"ls dir{i}")
-        history += [assistant("", c), tool(c, f"file{i}.txt")]
-    for i in range(25):  # then edits whose runs fail
+    read: dict[str, list[Message]] = {}
+    for name in ("_edited_in", "_commands_in", "_errors_in"):
+        real, seen = getattr(retention, name), read.setdefault(name, [])
+        monkeypatch.setattr(
+            retention, name, lambda m, real=real, seen=seen: seen.append(m) or real(m)
+        )
+    return read
+
+
+def _edits(start: int, n: int) -> list[Message]:
+    """``n`` edits whose runs fail, numbered from ``start`` (an assistant call, a result)."""
+    out: list[Message] = []
+    for i in range(start, start + n):
         c = call("bash", f"ed{i}", command=f"echo x > src/mod{i}.py && python src/mod{i}.py")
-        history += [assistant("", c), tool(c, f"Traceback\nValueError: bad value {i}")]
+        out += [assistant("", c), tool(c, f"Traceback\nValueError: bad value {i}")]
+    return out
+
+
+def _listings(n: int) -> list[Message]:
+    """A long start: listings, no edit, no error."""
+    out: list[Message] = []
+    for i in range(n):
+        c = call("bash", f"ls{i}", command=f"ls dir{i}")
+        out += [assistant("", c), tool(c, f"file{i}.txt")]
+    return out
+
+
+@pytest.mark.spec("R58")
+def test_the_audit_reads_back_only_as_far_as_its_newest_anchors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The audit checks the newest 20 edited files, 3 commands and 3 errors. A history
+    no earlier round read is read from its newest message back, each reader no further
+    than its anchors take (the 20th file, the 3rd command, the 3rd error line): the
+    long start is never read. The anchors are those a full reading finds; a grown or
+    an edited history is read the same way."""
+    from ars_core import retention
+
+    history = [user(TASK), *_listings(200), *_edits(0, 25)]
     view = [Message(role="user", content="summary"), *history[-4:]]
     files = edited_files(history[:-4])[-20:]  # what a full reading finds
     errors = error_lines(history[:-4])[-3:]
-    read: list[Message] = []
-    for name in ("_edited_in", "_commands_in", "_errors_in"):
-        real = getattr(retention, name)
-        monkeypatch.setattr(retention, name, lambda m, real=real: read.append(m) or real(m))
+    read = _reading(monkeypatch)
     result = audit_retention(history[:-4], view, task=[TASK])
     assert files == [f"src/mod{i}.py" for i in range(3, 23)]
     assert errors == ["ValueError: bad value 21", "Traceback", "ValueError: bad value 22"]
@@ -228,16 +251,28 @@ def test_the_audit_reads_each_message_once_as_the_history_grows(
         f"error:{e}" for e in errors
     )
     assert "error:Traceback" in result.found  # the kept tail shows one
-    # the next round summarizes two more messages: only they are read (by each reader)
-    read.clear()
+    summarized = history[:-4]  # edits 0..22; edit i's call is message 401 + 2 i
+    newest_first = summarized[::-1]
+    # files: back to edit 3's call; commands: to edit 20's; errors: edit 21's result
+    assert read == {
+        "_edited_in": newest_first[:40],
+        "_commands_in": newest_first[:6],
+        "_errors_in": newest_first[:3],
+    }
+    # the next round summarizes two more messages: read the same way, from its newest
+    for seen in read.values():
+        seen.clear()
     grown = audit_retention(history[:-2], [view[0], *history[-2:]], task=[TASK])
-    assert sorted(map(id, read)) == sorted(map(id, history[-4:-2] * 3))
     assert "file:src/mod23.py" in [*grown.found, *grown.missing]
-    # an edited history (a message replaced in the middle) is read whole again
-    read.clear()
+    assert "file:src/mod3.py" not in [*grown.found, *grown.missing]
+    assert [len(seen) for seen in read.values()] == [40, 6, 3]
+    assert read["_errors_in"] == history[:-2][::-1][:3]
+    # an edited history (a message replaced in the middle): the same reading, same result
+    for seen in read.values():
+        seen.clear()
     edited = [*history[:100], user("an edited message"), *history[101:-4]]
     assert audit_retention(edited, view, task=[TASK]) == result
-    assert len(read) == 3 * len(edited)
+    assert [len(seen) for seen in read.values()] == [40, 6, 3]
     # what a message's tool calls write and run is parsed once: a later audit over the
     # same messages finds the same anchors without parsing any call again
     parsed: list[Message] = []
@@ -246,6 +281,31 @@ def test_the_audit_reads_each_message_once_as_the_history_grows(
         monkeypatch.setattr(retention, name, lambda m, real=real: parsed.append(m) or real(m))
     assert audit_retention(history[:-4], view, task=[TASK]) == result
     assert parsed == []
+
+
+@pytest.mark.spec("R58")
+def test_a_history_read_to_its_start_is_then_read_only_where_it_grew(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fewer edited files than the audit checks: the first audit reads every message
+    for them (and keeps that reading); the audit of the history grown by one more edit
+    reads only the two new messages for its files, and finds every file a full reading
+    finds."""
+    history = [user(TASK), *_listings(100), *_edits(0, 5)]
+    view = [Message(role="user", content="summary"), *history[-2:]]
+    read = _reading(monkeypatch)
+    first = audit_retention(history[:-2], view, task=[TASK])
+    assert read["_edited_in"] == history[:-2][::-1]
+    assert sorted(a for a in first.missing if a.startswith("file:")) == [
+        f"file:src/mod{i}.py" for i in range(4)
+    ]
+    read["_edited_in"].clear()
+    grown = history + _edits(5, 1)
+    result = audit_retention(grown[:-2], [view[0], *grown[-2:]], task=[TASK])
+    assert read["_edited_in"] == grown[-4:-2]
+    files = [a for a in [*result.found, *result.missing] if a.startswith("file:")]
+    assert sorted(files) == sorted(f"file:{p}" for p in edited_files(grown[:-2]))
+    assert len(files) == 5
 
 
 def _reference_task_retention(task: list[str], text: str) -> float:
