@@ -298,7 +298,9 @@ def read_history(text: str, *, source: str | None = None) -> tuple[dict[str, Any
     ``start``, ``end`` and ``count`` (``end - start == count``, ``count`` the number
     of message lines), and every further line a message. Anything else raises
     :class:`~ars_core.errors.ArchiveFormatError` naming ``source`` (the path)."""
-    lines = [ln for ln in text.splitlines() if ln.strip()]
+    # lines end at "\n" alone: a JSON line holds no "\n" (written "\\n") but may hold the
+    # other breaks ``str.splitlines`` knows (U+2028, U+0085...), kept as UTF-8 text
+    lines = [ln for ln in text.split("\n") if ln.strip()]
     if not lines:
         raise ArchiveFormatError("the file is empty (no header line)", source=source)
     header = _json_line(lines[0], source, 0)

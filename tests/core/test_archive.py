@@ -192,6 +192,17 @@ class TestHistoryArchive:
         assert whole.continuing(written(history[:4], "u")) is None
         assert whole.continuing(written(history, "t")) is None
 
+    def test_text_with_the_line_breaks_json_leaves_unescaped_reads_back(self) -> None:
+        """JSON escapes ``\\n`` and ``\\r`` but writes U+2028, U+2029, U+0085 as they
+        are: a line holding them is still one line, and the archive reads back equal
+        (a file with CRLF line ends too)."""
+        texts = ["a\u2028b", "c\u2029d", "e\x85f", "g\x1ch\x1di\x1ej", "k\r\nl"]
+        history = [user(t) for t in texts]
+        write = HistoryArchive.of(history, start=3, thread="t").whole()
+        header, back = read_history(write.text)
+        assert (header["start"], header["end"], back) == (3, 8, history)
+        assert read_history(write.text.replace("\n", "\r\n"))[1] == history
+
 
 class TestBrokenArchives:
     """``read_archive`` checks what it reads: a malformed file or a broken chain of
