@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from attrs import fields as attrs_fields
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ars_core import (
     ArchiveFormatError,
@@ -298,3 +301,100 @@ class TestBrokenArchives:
         with pytest.raises(ArchiveFormatError, match=match) as info:
             read_archive(backend, path)
         assert info.value.source == path
+
+
+def _reference_line(message: Message) -> bytes:
+    """An archive line as the JSON encoder writes the whole message at once."""
+    return json.dumps(message_to_dict(message), ensure_ascii=False, default=str).encode(
+        "utf-8", "surrogatepass"
+    )
+
+
+#: texts that need every kind of escape: quotes, backslashes (one before a ``u``),
+#: control characters, NUL, DEL, lone surrogates, text beyond ASCII and beyond the BMP
+HOSTILE_TEXTS = (
+    'plain "quoted" \\ back\\slash \\u0041 not an escape',
+    "nul\x00 bell\x07 esc\x1b[31m red\x1b[0m tab\t cr\r lf\n ff\x0c bs\x08 vt\x0b",
+    "del\x7f at the end of ASCII\x7f",
+    "lone \ud800 high and \udfff low surrogates",
+    "café, 中文, emoji \U0001f600, line sep \u2028 and bom \ufeff",
+    "",
+)
+
+
+class _Opaque:
+    def __str__(self) -> str:
+        return "opaque\x7f \u00e9"
+
+
+def _hostile_messages() -> list[Message]:
+    from ars_core.messages import ContentPart, ToolCall
+
+    out: list[Message] = []
+    for i, text in enumerate(HOSTILE_TEXTS):
+        call = ToolCall(
+            id=f"c{i}\x7f",
+            name="bash",
+            args={"command": text, "n": i, "ratio": 0.1 * i, "flags": [True, None, text]},
+        )
+        out += [
+            Message(role="user", content=text, id=f"u{i}", metadata={"k\u00e9": text}),
+            Message(role="assistant", content=text, name=text, tool_calls=(call,)),
+            Message(role="tool", content=text, tool_call_id=call.id, name="bash"),
+        ]
+    blocks = (  # Anthropic content blocks: text, thinking, tool use, a tool result
+        ContentPart(type="thinking", data={"thinking": HOSTILE_TEXTS[3], "signature": "s\x00"}),
+        ContentPart(type="text", text=HOSTILE_TEXTS[4]),
+        ContentPart(type="tool_use", data={"id": "tu1", "name": "edit", "input": {"p": "a\x7f"}}),
+        ContentPart(type="tool_result", text=HOSTILE_TEXTS[1], data={"tool_use_id": "tu1"}),
+    )
+    out.append(Message(role="assistant", content=blocks, metadata={"raw": {"x": [1.5, 2]}}))
+    out.append(Message(role="user", content="obj", metadata={"o": _Opaque(), "t": (1, "\x7f")}))
+    return out
+
+
+class TestArchiveLines:
+    def test_a_line_is_the_json_encoders_text_of_the_message(self) -> None:
+        """Each archive line has the bytes (and digest) of the message's JSON written at
+        once by the encoder (non-ASCII text kept as UTF-8, lone surrogates passed
+        through), on texts needing every escape, content blocks, tool calls and
+        metadata; read back, the lines give the same messages."""
+        import hashlib
+
+        from ars_core.archive import archive_line
+
+        messages = _hostile_messages()
+        fields = {key for m in messages for key in message_to_dict(m)}
+        assert fields == {f.name for f in attrs_fields(Message) if f.init}  # every field
+        lines = [archive_line(m) for m in messages]
+        assert [line for line, _ in lines] == [_reference_line(m) for m in messages]
+        assert [d for _, d in lines] == [hashlib.sha256(line).digest() for line, _ in lines]
+        write = HistoryArchive.of(messages, start=0).whole()
+        _, back = read_history(write.text)
+        assert back[:-1] == messages[:-1]  # the opaque object is archived as its text
+        assert back[-1].metadata == {"o": "opaque\x7f \u00e9", "t": [1, "\x7f"]}
+
+    @settings(max_examples=200, deadline=None)
+    @given(
+        text=st.text(st.characters(blacklist_categories=())),
+        value=st.recursive(
+            st.none() | st.booleans() | st.integers() | st.text(st.characters(codec=None)),
+            lambda inner: (
+                st.lists(inner, max_size=3)
+                | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+            ),
+            max_leaves=6,
+        ),
+    )
+    def test_any_text_and_arguments_give_the_encoders_line(self, text: str, value: Any) -> None:
+        """Any text (surrogates and controls included) as content, tool-call argument
+        and metadata: the line is the encoder's text of the whole message."""
+        from ars_core.archive import archive_line
+        from ars_core.messages import ToolCall
+
+        call = ToolCall(id=text, name="t", args={"a": text, "v": value})
+        for m in (
+            Message(role="assistant", content=text, tool_calls=(call,), metadata={text: value}),
+            Message(role="tool", content=text, tool_call_id=text, name=text, id=text),
+        ):
+            assert archive_line(m)[0] == _reference_line(m)
