@@ -241,24 +241,36 @@ def _latest(messages: Sequence[Message], reader: str, k: int) -> list[str]:
     index = _index(reader)
     if not messages or index.knows(messages):
         return _last_distinct(reversed(index(messages)[1]), k)
-    return _last_distinct(_read_back(index, messages, _READERS[reader]), k)
+    return _last_distinct(_read_back(index, messages, reader), k)
+
+
+#: messages whose kept values :func:`_read_back` looks up at once
+READ_BACK_CHUNK = 64
 
 
 def _read_back(
-    index: SparseIndex[tuple[str, ...]],
-    messages: Sequence[Message],
-    value_of: Callable[[Message], tuple[str, ...]],
+    index: SparseIndex[tuple[str, ...]], messages: Sequence[Message], reader: str
 ) -> Iterator[tuple[str, ...]]:
-    """What ``value_of`` finds in ``messages``, newest message first, read as the caller
-    asks; a reading taken to the first message is kept by ``index``."""
+    """What ``reader`` finds in ``messages``, newest message first, read as the caller
+    asks: the values kept on a stretch of messages are looked up at once (a message
+    read before costs a dictionary lookup), the others read; a reading taken to the
+    first message is kept by ``index``."""
+    family, value_of = _KEPT[reader], _READERS[reader]
     positions: list[int] = []
     values: list[tuple[str, ...]] = []
-    for i in range(len(messages) - 1, -1, -1):
-        value = value_of(messages[i])
-        if value:
-            positions.append(i)
-            values.append(value)
-            yield value
+    end = len(messages)
+    while end:
+        start = max(0, end - READ_BACK_CHUNK)
+        kept = family.get_many(messages[start:end], family.name)
+        for i in range(end - 1, start - 1, -1):
+            value = kept[i - start]
+            if value is None:
+                value = value_of(messages[i])
+            if value:
+                positions.append(i)
+                values.append(value)
+                yield value
+        end = start
     index.remember(messages, positions[::-1], values[::-1])
 
 
@@ -382,12 +394,12 @@ _READERS: dict[str, Callable[[Message], tuple[str, ...]]] = {
 }
 
 
+#: where each reader's values are kept on a message
+_KEPT = {"edited": EDITED_FILES, "errors": ERROR_LINES, "commands": COMMANDS}
+
+
 def _index(reader: str) -> SparseIndex[tuple[str, ...]]:
     return memo.current().index(f"retention:{reader}", _READERS[reader])
-
-
-def _requests(messages: Sequence[Message]) -> list[str]:
-    return memo.current().index("retention:requests", _request_text)(messages)[1]
 
 
 def _find_commands(m: Message) -> list[str]:

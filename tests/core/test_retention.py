@@ -233,24 +233,15 @@ def test_the_audit_reads_back_only_as_far_as_its_newest_anchors(
     """The audit checks the newest 20 edited files, 3 commands and 3 errors. A history
     no earlier round read is read from its newest message back, each reader no further
     than its anchors take (the 20th file, the 3rd command, the 3rd error line): the
-    long start is never read. The anchors are those a full reading finds; a grown or
-    an edited history is read the same way."""
+    long start is never read. The anchors are those a full reading finds. A grown or
+    an edited history is read the same way, where what each message holds is already
+    known only its new messages are read."""
     from ars_core import retention
 
     history = [user(TASK), *_listings(200), *_edits(0, 25)]
     view = [Message(role="user", content="summary"), *history[-4:]]
-    files = edited_files(history[:-4])[-20:]  # what a full reading finds
-    errors = error_lines(history[:-4])[-3:]
     read = _reading(monkeypatch)
     result = audit_retention(history[:-4], view, task=[TASK])
-    assert files == [f"src/mod{i}.py" for i in range(3, 23)]
-    assert errors == ["ValueError: bad value 21", "Traceback", "ValueError: bad value 22"]
-    anchors = [*result.found, *result.missing]
-    assert sorted(a for a in anchors if a.startswith("file:")) == sorted(f"file:{p}" for p in files)
-    assert sorted(a for a in anchors if a.startswith("error:")) == sorted(
-        f"error:{e}" for e in errors
-    )
-    assert "error:Traceback" in result.found  # the kept tail shows one
     summarized = history[:-4]  # edits 0..22; edit i's call is message 401 + 2 i
     newest_first = summarized[::-1]
     # files: back to edit 3's call; commands: to edit 20's; errors: edit 21's result
@@ -259,20 +250,30 @@ def test_the_audit_reads_back_only_as_far_as_its_newest_anchors(
         "_commands_in": newest_first[:6],
         "_errors_in": newest_first[:3],
     }
-    # the next round summarizes two more messages: read the same way, from its newest
+    files = edited_files(history[:-4])[-20:]  # what a full reading finds
+    errors = error_lines(history[:-4])[-3:]
+    assert files == [f"src/mod{i}.py" for i in range(3, 23)]
+    assert errors == ["ValueError: bad value 21", "Traceback", "ValueError: bad value 22"]
+    anchors = [*result.found, *result.missing]
+    assert sorted(a for a in anchors if a.startswith("file:")) == sorted(f"file:{p}" for p in files)
+    assert sorted(a for a in anchors if a.startswith("error:")) == sorted(
+        f"error:{e}" for e in errors
+    )
+    assert "error:Traceback" in result.found  # the kept tail shows one
+    # the next round summarizes two more messages: only they are read (by each reader)
     for seen in read.values():
         seen.clear()
     grown = audit_retention(history[:-2], [view[0], *history[-2:]], task=[TASK])
     assert "file:src/mod23.py" in [*grown.found, *grown.missing]
     assert "file:src/mod3.py" not in [*grown.found, *grown.missing]
-    assert [len(seen) for seen in read.values()] == [40, 6, 3]
-    assert read["_errors_in"] == history[:-2][::-1][:3]
-    # an edited history (a message replaced in the middle): the same reading, same result
+    assert read == {name: history[-3:-5:-1] for name in read}
+    # an edited history (a message replaced in the middle, never reached): nothing to
+    # read, the same result
     for seen in read.values():
         seen.clear()
     edited = [*history[:100], user("an edited message"), *history[101:-4]]
     assert audit_retention(edited, view, task=[TASK]) == result
-    assert [len(seen) for seen in read.values()] == [40, 6, 3]
+    assert read == {name: [] for name in read}
     # what a message's tool calls write and run is parsed once: a later audit over the
     # same messages finds the same anchors without parsing any call again
     parsed: list[Message] = []
