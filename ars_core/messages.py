@@ -396,7 +396,9 @@ def _iter_json_records(text: str, source: str) -> Iterator[Any]:
             if "role" in data:
                 yield data
                 return
-    for lineno, line in enumerate(text.splitlines(), 1):
+    # records end at "\n" alone: JSON writes U+2028, U+2029 and U+0085 unescaped inside a
+    # string, and str.splitlines would break the record there ("\r" is JSON whitespace)
+    for lineno, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:

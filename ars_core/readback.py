@@ -54,8 +54,15 @@ READ_TOOL_DESCRIPTION = (
 
 
 def _lines(text: str) -> list[str]:
+    """The file's lines as its writer made them: ended by ``\n`` (a ``\r`` before it
+    dropped), not at U+2028, U+0085 and the other breaks ``str.splitlines`` knows, which
+    an archive's JSON lines and a tool's output hold as text."""
     pieces: list[str] = []
-    for line in text.splitlines():
+    rows = text.split("\n")
+    if rows and not rows[-1]:  # the newline ending the last line starts no line
+        rows.pop()
+    for row in rows:
+        line = row[:-1] if row.endswith("\r") else row
         if len(line) <= LINE_CHARS:
             pieces.append(line)
             continue

@@ -138,3 +138,17 @@ async def test_read_page_checks_the_path_and_the_range() -> None:
     for offset, limit in ((-1, 10), (0, 0), (0, 5000), (True, 3)):
         with pytest.raises(ConfigError):
             read_page(backend, "outputs/large_tool_results/r.txt", offset, limit)
+
+
+@pytest.mark.spec("R53")
+def test_a_page_breaks_lines_where_the_file_does_not_at_unicode_line_separators() -> None:
+    """U+2028, U+2029 and U+0085 are text inside a line (an archive's JSON holds them
+    unescaped); a CRLF file's lines lose their ``\\r``."""
+    text = "a\u2028b\u0085c\nd\u2029e\r\nlast\n"
+    assert (
+        page_of(text, "outputs/f.txt") == "     1\ta\u2028b\u0085c\n     2\td\u2029e\n     3\tlast"
+    )
+    assert page_of("no newline at the end", "outputs/g.txt") == "     1\tno newline at the end"
+    assert page_of("\n\n", "outputs/h.txt", 0, 1) == (
+        "     1\t\n[lines 1-1 of 2; read on with offset=1]"
+    )

@@ -228,3 +228,22 @@ def test_a_compression_event_reads_like_its_dict() -> None:
     assert CompressionEvent.from_dict(json.loads(json.dumps(payload))) == completed
     with pytest.raises(MessageFormatError):
         CompressionEvent.from_dict({"type": "something else"})
+
+
+@pytest.mark.spec("R53")
+def test_a_jsonl_run_whose_texts_hold_unicode_line_separators_reads_whole(
+    tmp_path: Any,
+) -> None:
+    """JSON writes U+2028, U+2029 and U+0085 unescaped in a string: a record holding
+    them is one line of a JSONL file, read as one message (CRLF lines read too)."""
+    from ars_core import read_messages
+
+    texts = ["one\u2028two", "three\u0085four\u2029five", "plain"]
+    roles = ["user", "assistant", "user"]
+    lines = [
+        json.dumps({"role": r, "content": t}, ensure_ascii=False)
+        for r, t in zip(roles, texts, strict=True)
+    ]
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(("\r\n".join(lines) + "\r\n").encode())
+    assert [(m.role, m.text) for m in read_messages(path)] == list(zip(roles, texts, strict=True))
