@@ -264,6 +264,9 @@ class L1View:
     view: list[Message]
     size: int | NewestFirst
     fields: dict[str, Any]  # what a stream event reports about L1
+    #: the plan whose offloads are still being written (the view takes them as
+    #: written until the flow settles them, before anything naming them is sent)
+    unsettled: Any = None
 
     @property
     def tokens(self) -> int:

@@ -1,10 +1,13 @@
 """The effects the flow asks for, and the two shells that carry them out.
 
-:mod:`ars_core.flow` decides; it does no I/O. It *yields* one of five effects
+:mod:`ars_core.flow` decides; it does no I/O. It *yields* one of six effects
 and receives its result:
 
 * :class:`CallModel` -> a :class:`ModelResult` (the response, or the error),
-* :class:`Write` -> the set of paths whose write failed,
+* :class:`Write` -> the set of paths whose write failed (``None`` when the
+  write runs ``beside`` the round's next steps on a local folder),
+* :class:`SettleWrites` -> the set of paths whose write started beside failed,
+  once the others are durable,
 * :class:`ArchiveAndSummarize` -> ``(Archived, SummaryResult or
   the :class:`~ars_core.errors.SummarizerError` the summary failed with)``;
   the summary call's retries and timeout are :mod:`ars_core.summary_call`'s;
@@ -13,7 +16,10 @@ and receives its result:
 * :class:`SettleArchive` -> the final :class:`Archived` of that pending write,
 * :class:`Emit` -> nothing (the stream event is delivered).
 
-:func:`dispatch` maps an effect to its handler, once, for both shells.
+:class:`Write` ``beside`` (a round's offloads) on a local folder is written
+whole, with its barrier, in a writing thread until the flow settles it, before
+anything naming those files is sent. :func:`dispatch` maps an effect to its
+handler, once, for both shells.
 :class:`SyncEffects` runs them in order (archive, then summary; on a local
 folder the archive's file is written and flushed first, and the flush of its
 folder, which makes its name durable, runs in a writing thread beside the
@@ -63,6 +69,7 @@ __all__ = [
     "Emit",
     "ModelResult",
     "SettleArchive",
+    "SettleWrites",
     "SyncEffects",
     "Write",
     "WrittenPaths",
@@ -92,6 +99,14 @@ class Write:
     """Write files (offloaded tool results, trimmed originals)."""
 
     writes: tuple[FileWrite, ...]
+    #: the flow may go on while the files are written (:func:`barrier_beside`): the
+    #: handler then gives ``None``, and :class:`SettleWrites` the failed paths
+    beside: bool = False
+
+
+@attrs.frozen
+class SettleWrites:
+    """Wait for the files of the :class:`Write` started ``beside`` the flow."""
 
 
 @attrs.frozen
@@ -136,7 +151,7 @@ class ModelResult:
     error: BaseException | None = None
 
 
-Effect = CallModel | Write | ArchiveAndSummarize | SettleArchive | Emit
+Effect = CallModel | Write | SettleWrites | ArchiveAndSummarize | SettleArchive | Emit
 #: per backend, the paths already written by this process
 WrittenPaths = weakref.WeakKeyDictionary[Any, set[str]]
 SummaryOutcome = tuple[Archived, SummaryResult | SummarizerError]
@@ -152,6 +167,7 @@ class _Handlers(Protocol):
     def write(self, effect: Write) -> Any: ...
     def archive_and_summarize(self, effect: ArchiveAndSummarize) -> Any: ...
     def settle_archive(self, effect: SettleArchive) -> Any: ...
+    def settle_writes(self, effect: SettleWrites) -> Any: ...
     def emit(self, effect: Emit) -> None: ...
 
 
@@ -165,6 +181,8 @@ def dispatch(effect: Effect, handlers: _Handlers) -> Any:
         return handlers.archive_and_summarize(effect)
     if isinstance(effect, SettleArchive):
         return handlers.settle_archive(effect)
+    if isinstance(effect, SettleWrites):
+        return handlers.settle_writes(effect)
     handlers.emit(effect)
     return None
 
@@ -287,6 +305,14 @@ def store(backend: FileBackend, write: FileWrite) -> None:
         backend.write_text(write.path, write.text)
 
 
+def _write_all(ledger: _Ledger, backend: BatchBackend) -> set[str]:
+    """Write the files of ``ledger`` at once (one barrier); the paths that failed."""
+    errors = backend.write_files((w.path, w.pieces) for w in ledger.todo)
+    for w in ledger.todo:
+        ledger.record(w, errors.get(w.path))
+    return ledger.failed
+
+
 def _finish(ledger: _Ledger, finish: Callable[[], dict[str, Exception]]) -> set[str]:
     """The paths of ``ledger`` whose write failed, once ``finish`` (the last step of
     their write) is done."""
@@ -310,6 +336,8 @@ class SyncEffects:
     pending: tuple[Future[set[str]], HistoryArchive, ArchivePlan] | None = attrs.field(
         default=None, init=False
     )
+    #: the files of a :class:`Write` ``beside`` the flow, being written in a writing thread
+    writing: Future[set[str]] | None = attrs.field(default=None, init=False)
 
     def call_model(self, effect: CallModel) -> ModelResult:
         try:
@@ -317,15 +345,18 @@ class SyncEffects:
         except Exception as exc:
             return ModelResult(error=exc)
 
-    def write(self, effect: Write) -> set[str]:
+    def write(self, effect: Write) -> set[str] | None:
         ledger = _Ledger(self.written, self.backend, effect.writes)
+        if effect.beside and ledger.todo and barrier_beside(self.backend):
+            # the flow goes on: the files are written (one barrier) in a writing thread
+            self.writing = in_background(_write_all, ledger, cast(BatchBackend, self.backend))
+            return None
+        return self._write_now(ledger)
+
+    def _write_now(self, ledger: _Ledger) -> set[str]:
         if has(self.backend, BatchBackend):
             # all at once, one durability barrier; each file encoded as it is reached
-            batch = cast(BatchBackend, self.backend)
-            errors = batch.write_files((w.path, w.pieces) for w in ledger.todo)
-            for w in ledger.todo:
-                ledger.record(w, errors.get(w.path))
-            return ledger.failed
+            return _write_all(ledger, cast(BatchBackend, self.backend))
         for w in ledger.todo:
             try:
                 store(self.backend, w)
@@ -345,7 +376,8 @@ class SyncEffects:
         goes on: the result is ``pending`` until :meth:`settle_archive`."""
         plan = self.archives.plan(self.backend, archive)
         if plan.write is None or not barrier_beside(self.backend):
-            failed = self.write(Write((plan.write,))) if plan.write is not None else set()
+            todo = _Ledger(self.written, self.backend, (plan.write,)) if plan.write else None
+            failed = self._write_now(todo) if todo is not None else set()
             return _archived(self.archives, self.backend, archive, plan, failed)
         ledger = _Ledger(self.written, self.backend, (plan.write,))
         backend = cast(FsspecBackend, self.backend)
@@ -358,6 +390,12 @@ class SyncEffects:
         assert self.pending is not None, "no archive write is pending"
         (done, archive, plan), self.pending = self.pending, None
         return _archived(self.archives, self.backend, archive, plan, done.result())
+
+    def settle_writes(self, effect: SettleWrites) -> set[str]:
+        """The paths whose write started beside the flow failed, once the others are
+        durable (nothing when no write is pending)."""
+        writing, self.writing = self.writing, None
+        return writing.result() if writing is not None else set()
 
     def archive_and_summarize(self, effect: ArchiveAndSummarize) -> SummaryOutcome:
         return self.start_archive(effect.archive), self.summarize(effect)
@@ -381,8 +419,10 @@ class AsyncEffects:
         except Exception as exc:
             return ModelResult(error=exc)
 
-    async def write(self, effect: Write) -> set[str]:
+    async def write(self, effect: Write) -> set[str] | None:
         backend = self.sync.backend
+        if effect.beside and barrier_beside(backend):  # started here, written in a thread
+            return self.sync.write(effect)
         awrite_bytes: Callable[[str, bytes], Awaitable[Any]] | None = (
             cast(AsyncBytesBackend, backend).awrite_bytes
             if has(backend, AsyncBytesBackend)
@@ -414,7 +454,7 @@ class AsyncEffects:
         backend = self.sync.backend
         # the plan checks that the files it continues exist: backend I/O, off the loop
         plan = await anyio.to_thread.run_sync(self.sync.archives.plan, backend, archive)
-        failed = await self.write(Write((plan.write,))) if plan.write is not None else set()
+        failed = (await self.write(Write((plan.write,))) if plan.write else None) or set()
         return _archived(self.sync.archives, backend, archive, plan, failed)
 
     async def archive_and_summarize(self, effect: ArchiveAndSummarize) -> SummaryOutcome:
@@ -440,6 +480,12 @@ class AsyncEffects:
         if pending is not None and not pending[0].done():  # wait off the loop
             await anyio.to_thread.run_sync(wait, [pending[0]])
         return self.sync.settle_archive(effect)
+
+    async def settle_writes(self, effect: SettleWrites) -> set[str]:
+        writing = self.sync.writing
+        if writing is not None and not writing.done():  # wait off the loop
+            await anyio.to_thread.run_sync(wait, [writing])
+        return self.sync.settle_writes(effect)
 
     def emit(self, effect: Emit) -> None:
         self.sync.emit(effect)

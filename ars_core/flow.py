@@ -59,6 +59,7 @@ from .effects import (
     Emit,
     ModelResult,
     SettleArchive,
+    SettleWrites,
     Write,
     describe,
 )
@@ -72,7 +73,7 @@ from .estimate import (
     message_tokens,
 )
 from .floors import floors_reach_of
-from .l1 import offload_oversized_user_messages, plan_l1
+from .l1 import L1Plan, offload_oversized_user_messages, plan_l1
 from .l1_media import media_offloader, offload_inline_media
 from .l2 import (
     CheckedSummary,
@@ -264,26 +265,46 @@ def _level1(r: CallState) -> Generator[Effect, Any, L1View]:
         media=media_offloader(s.config.summary_tool_result_token_limit),
     )
     plan = offload_inline_media(plan, tool_token_limit=s.config.summary_tool_result_token_limit)
-    failed_writes: set[str] = (yield Write(plan.writes)) if plan.writes else set()
-    view, offloaded = plan.finalize(failed_writes)
+    # written beside the round's next steps where the backend allows (``None``): settled
+    # (:func:`_settle`) before anything naming the files is sent
+    failed = (yield Write(plan.writes, beside=True)) if plan.writes else set()
+    return _l1_view(r, plan, failed or set(), unsettled=failed is None)
+
+
+def _l1_view(r: CallState, plan: L1Plan, failed: set[str], unsettled: bool = False) -> L1View:
+    """The L1 view of ``plan``, the originals kept where a write ``failed``."""
+    est = r.settings.estimator
+    view, offloaded = plan.finalize(failed)
     fields = {"offloaded": offloaded, "truncated_args": plan.truncated_args}
+    size: int | NewestFirst
     if not r.history.exact:  # counted from the newest message back as far as decisions need
-        est = s.estimator
         size = NewestFirst(view, lambda m: message_tokens(est, m), r.extra, floors_reach_of(est))
-        return L1View(view, size, fields)
-    replaced = plan.replaced
-    tokens = (
-        r.tokens_before
-        + sum(message_sizes(s.estimator, [view[i] for i in replaced]))
-        - sum(message_sizes(s.estimator, list(replaced.values())))
-    )
-    return L1View(view, tokens, fields)
+    else:
+        replaced = plan.replaced
+        size = (
+            r.tokens_before
+            + sum(message_sizes(est, [view[i] for i in replaced]))
+            - sum(message_sizes(est, list(replaced.values())))
+        )
+    return L1View(view, size, fields, plan if unsettled else None)
+
+
+def _settle(r: CallState, l1: L1View) -> Generator[Effect, Any, L1View | None]:
+    """Wait for ``l1``'s offloads when they are written beside the round: ``None``
+    when each is durable (or none was pending), else the L1 view made again with the
+    originals of the failed ones (the round goes on from that view instead)."""
+    if l1.unsettled is None:
+        return None
+    failed = yield SettleWrites()
+    return _l1_view(r, l1.unsettled, failed) if failed else None
 
 
 def _after_l1(r: CallState, l1: L1View) -> Flow:
     """Send the L1 view when it fits the L2 threshold, else summarize (L2)."""
     sent: ModelResult | None = None
     if not r.forced and not r.requested and not l1.exceeds(r.l2_threshold):
+        if (redo := (yield from _settle(r, l1))) is not None:
+            return (yield from _after_l1(r, redo))
         view = r.send(l1.view)
         sent = yield CallModel(view)
         if not r.overflowed(sent):
@@ -294,6 +315,8 @@ def _after_l1(r: CallState, l1: L1View) -> Flow:
     r.state = r.settings.memo.checked(r.state)
     cut = choose_cut(r, l1)
     if cut is None:
+        if (redo := (yield from _settle(r, l1))) is not None:
+            return (yield from _after_l1(r, redo))
         return (yield from _l1_fallback(r, l1, sent))
     return (yield from _level2(r, l1, cut))
 
@@ -331,6 +354,8 @@ def _level2(r: CallState, l1: L1View, cut: Cut) -> Flow:
     if not r.started:  # the forced path announces itself when L2 begins
         yield r.start("L2")
     summarized = yield from _summarize(r, l1, cut)
+    if isinstance(summarized, L1View):  # an offload failed: the round goes on from this view
+        return (yield from _after_l1(r, summarized))
     new_event, sent, retention, text = yield from _compose(r, l1, cut, summarized)
     if summarized.archived.pending:  # written beside the steps above: durable before it is named
         archived = yield SettleArchive()
@@ -432,8 +457,9 @@ class _Summarized:
     archived: Archived
 
 
-def _summarize(r: CallState, l1: L1View, cut: Cut) -> Generator[Effect, Any, _Summarized]:
-    """Archive the summarized history and summarize it."""
+def _summarize(r: CallState, l1: L1View, cut: Cut) -> Generator[Effect, Any, _Summarized | L1View]:
+    """Archive the summarized history and summarize it; the L1 view made again when
+    an offload written beside the round failed (before the summary is asked for)."""
     s = r.settings
     archive = HistoryArchive.of(r.raw[cut.start : cut.local], start=cut.previous, thread=r.thread)
     history = l1.view[: cut.local]
@@ -453,6 +479,8 @@ def _summarize(r: CallState, l1: L1View, cut: Cut) -> Generator[Effect, Any, _Su
         whole=list(history),
         task=tuple(cut.task),
     )
+    if (redo := (yield from _settle(r, l1))) is not None:  # the input names the offloads
+        return redo
     archived, summary = yield ArchiveAndSummarize(archive, call)
     checked, fallback = _checked(r, cut, summary, call, task)
     return _Summarized(summary, checked, fallback, task, _archive_failed(archived))
