@@ -84,10 +84,21 @@ def flush(fd: int | None) -> OSError | None:
 
 
 def _flush_all(fds: Sequence[int | None]) -> list[OSError | None]:
-    """:func:`flush` of every ``fd``, all at once; the error of each."""
+    """:func:`flush` of every ``fd``, all at once (:data:`FLUSH_THREADS` in flight,
+    each thread flushing its share in turn); the error of each."""
     if len(fds) <= 1:
         return [flush(fd) for fd in fds]
-    return list(_executor().map(flush, fds))
+    shares = min(FLUSH_THREADS, len(fds))
+    results: list[OSError | None] = [None] * len(fds)
+    for share, errors in enumerate(
+        _executor().map(_flush_each, [fds[i::shares] for i in range(shares)])
+    ):
+        results[share::shares] = errors
+    return results
+
+
+def _flush_each(fds: Sequence[int | None]) -> list[OSError | None]:
+    return [flush(fd) for fd in fds]
 
 
 def _fileno(fh: Any) -> int | None:
@@ -118,11 +129,53 @@ def _remove(path: str) -> None:
         pass
 
 
-class _Staged:
-    __slots__ = ("fh", "host", "key", "tmp")
+#: how a temporary is created: new (never an existing file), not inherited by children
+_CREATE = (
+    os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+)
 
-    def __init__(self, key: Hashable, host: str, tmp: str, fh: BinaryIO) -> None:
-        self.key, self.host, self.tmp, self.fh = key, host, tmp, fh
+
+class _Staged:
+    """A written temporary: its open descriptor (``fd``, ``None`` when it has none) or
+    the file object of the application's filesystem (``fh``)."""
+
+    __slots__ = ("fd", "fh", "host", "key", "tmp")
+
+    def __init__(
+        self, key: Hashable, host: str, tmp: str, fd: int | None, fh: BinaryIO | None
+    ) -> None:
+        self.key, self.host, self.tmp, self.fd, self.fh = key, host, tmp, fd, fh
+
+    def close(self) -> None:
+        if self.fh is not None:
+            self.fh.close()
+        elif self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _write_fd(fd: int, pieces: Iterable[bytes]) -> None:
+    """Write ``pieces`` whole to ``fd``: small ones gathered into writes of up to
+    :data:`CHUNK`, a short write gone on with where it stopped."""
+    gathered: list[bytes] = []
+    size = 0
+    for data in pieces:
+        if size + len(data) > CHUNK and gathered:
+            _write_whole(fd, b"".join(gathered))
+            gathered, size = [], 0
+        if len(data) >= CHUNK:
+            _write_whole(fd, data)
+        else:
+            gathered.append(data)
+            size += len(data)
+    if gathered:
+        _write_whole(fd, gathered[0] if len(gathered) == 1 else b"".join(gathered))
+
+
+def _write_whole(fd: int, data: bytes) -> None:
+    view, start, end = memoryview(data), 0, len(data)  # slices are views, not copies
+    while start < end:
+        start += os.write(fd, view[start : start + CHUNK])
 
 
 class LocalBatch:
@@ -137,15 +190,10 @@ class LocalBatch:
         self._fs = fs
 
     def _open(self, tmp: str) -> BinaryIO:
-        if self._fs is None:
-            return open(tmp, "xb")  # kept open until the commit
-        return cast(BinaryIO, self._fs.open(tmp, "wb"))
+        return cast(BinaryIO, self._fs.open(tmp, "wb"))  # kept open until the commit
 
     def _makedirs(self, folder: str) -> None:
-        if self._fs is None:
-            os.makedirs(folder, exist_ok=True)
-        else:
-            self._fs.makedirs(folder, exist_ok=True)
+        self._fs.makedirs(folder, exist_ok=True)
 
     def _rename(self, tmp: str, host: str) -> None:
         if self._fs is None:
@@ -160,6 +208,9 @@ class LocalBatch:
         """Write the file (its ``pieces`` one after the other) whole to the temporary
         ``tmp`` (its folder made when missing), to be renamed to ``host`` by
         :meth:`commit`; raises what the write raised (the temporary removed)."""
+        if self._fs is None:
+            self._stage_fd(key, host, tmp, pieces)
+            return
         try:
             fh = self._open(tmp)
         except FileNotFoundError:
@@ -178,7 +229,22 @@ class LocalBatch:
             fh.close()
             _remove(tmp)
             raise
-        self._staged.append(_Staged(key, host, tmp, fh))
+        self._staged.append(_Staged(key, host, tmp, _fileno(fh), fh))
+
+    def _stage_fd(self, key: Hashable, host: str, tmp: str, pieces: Iterable[bytes]) -> None:
+        """:meth:`stage` with ``os`` calls: one ``open`` and a ``write`` per piece."""
+        try:
+            fd = os.open(tmp, _CREATE, 0o666)
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(tmp), exist_ok=True)
+            fd = os.open(tmp, _CREATE, 0o666)
+        try:
+            _write_fd(fd, pieces)
+        except BaseException:
+            os.close(fd)
+            _remove(tmp)
+            raise
+        self._staged.append(_Staged(key, host, tmp, fd, None))
 
     def commit(self) -> dict[Hashable, Exception]:
         """Flush every staged temporary at once, rename each into place, flush their
@@ -194,10 +260,10 @@ class LocalBatch:
         staged, self._staged = self._staged, []
         errors: dict[Hashable, Exception] = {}
         try:
-            flushed = _flush_all([_fileno(s.fh) for s in staged])
+            flushed = _flush_all([s.fd for s in staged])
             renamed: dict[str, list[Hashable]] = {}
             for s, error in zip(staged, flushed, strict=True):
-                s.fh.close()
+                s.close()
                 try:
                     if error is not None:
                         raise error
@@ -220,7 +286,7 @@ class LocalBatch:
 
 def _discard(staged: Sequence[_Staged]) -> None:
     for s in staged:
-        s.fh.close()
+        s.close()
         if os.path.lexists(s.tmp):
             _remove(s.tmp)
 
