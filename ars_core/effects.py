@@ -16,10 +16,11 @@ and receives its result:
 * :class:`SettleArchive` -> the final :class:`Archived` of that pending write,
 * :class:`Emit` -> nothing (the stream event is delivered).
 
-:class:`Write` ``beside`` (a round's offloads) on a local folder is written
-whole, with its barrier, in a writing thread until the flow settles it, before
-anything naming those files is sent. :func:`dispatch` maps an effect to its
-handler, once, for both shells.
+:class:`Write` ``beside`` (a round's offloads) on a local folder is staged
+where it is carried out (whole files under temporary names); their barrier,
+renames and folders' flush run in a writing thread, which mostly waits on the
+disk, until the flow settles it, before anything naming those files is sent.
+:func:`dispatch` maps an effect to its handler, once, for both shells.
 :class:`SyncEffects` runs them in order (archive, then summary; on a local
 folder the archive's file is written and flushed first, and the flush of its
 folder, which makes its name durable, runs in a writing thread beside the
@@ -348,8 +349,12 @@ class SyncEffects:
     def write(self, effect: Write) -> set[str] | None:
         ledger = _Ledger(self.written, self.backend, effect.writes)
         if effect.beside and ledger.todo and barrier_beside(self.backend):
-            # the flow goes on: the files are written (one barrier) in a writing thread
-            self.writing = in_background(_write_all, ledger, cast(BatchBackend, self.backend))
+            # staged here; their barrier, renames and folders' flush in a writing thread
+            # (which mostly waits on the disk) while the flow goes on
+            finish = cast(FsspecBackend, self.backend).stage_files(
+                (w.path, w.pieces) for w in ledger.todo
+            )
+            self.writing = in_background(_finish, ledger, finish)
             return None
         return self._write_now(ledger)
 
@@ -421,8 +426,6 @@ class AsyncEffects:
 
     async def write(self, effect: Write) -> set[str] | None:
         backend = self.sync.backend
-        if effect.beside and barrier_beside(backend):  # started here, written in a thread
-            return self.sync.write(effect)
         awrite_bytes: Callable[[str, bytes], Awaitable[Any]] | None = (
             cast(AsyncBytesBackend, backend).awrite_bytes
             if has(backend, AsyncBytesBackend)

@@ -17,7 +17,8 @@ flushed to disk (``fsync``) before the rename, and its folder after it.
 :meth:`FsspecBackend.write_files` writes the files of one round with one such
 barrier for all of them (their temporaries flushed together, then renamed, then
 their folders flushed), not one per file; :meth:`FsspecBackend.begin_files` leaves
-the folders' flush to a later call, so that it can run beside other work. A file
+the folders' flush to a later call, and :meth:`FsspecBackend.stage_files` the whole
+barrier, so that it can run beside other work. A file
 that already holds exactly the bytes to write is left alone, so a new process
 does not rewrite what an earlier one wrote; a torn file left by an older version
 (wrong size, or wrong content where comparing is cheap) is rewritten.
@@ -260,7 +261,7 @@ class FsspecBackend:
         one file at a time (a generator may encode each as it is reached), at most
         :data:`~ars_core._local_files.BATCH_FILES` of them held at once."""
         if self.local_barrier:
-            return self.begin_files(files)()
+            return self.stage_files(files)()
         errors: dict[str, Exception] = {}
         for path, pieces in files:  # one at a time (a subclass's own write_bytes is kept)
             try:
@@ -276,6 +277,20 @@ class FsspecBackend:
         whole under its name and its bytes on disk when this returns, and the
         returned ``finish()`` flushes their folders (the new names durable) and gives
         what :meth:`write_files` gives; elsewhere ``finish()`` only gives it."""
+        return self._begin(files, staged_only=False)
+
+    def stage_files(
+        self, files: Iterable[tuple[str, Sequence[bytes]]]
+    ) -> Callable[[], dict[str, Exception]]:
+        """:meth:`begin_files` up to the barrier: on a local folder each file is whole
+        under a temporary name when this returns (its bytes not yet flushed), and
+        ``finish()`` does the rest (the barrier, the renames, the folders' flush; in
+        a thread of its own if need be: it waits on the disk most of the time)."""
+        return self._begin(files, staged_only=True)
+
+    def _begin(
+        self, files: Iterable[tuple[str, Sequence[bytes]]], staged_only: bool
+    ) -> Callable[[], dict[str, Exception]]:
         if not self.local_barrier:
             written = self.write_files(files)
             return lambda: written
@@ -284,11 +299,14 @@ class FsspecBackend:
         batch, folders = LocalBatch(self.fs if self._own_fs else None), Folders()
         try:
             self._stage_all(files, batch, norms, errors, folders)
+            if not staged_only:
+                _commit(batch, norms, errors, folders)
         except BaseException:  # interrupted: no temporary is left behind
             batch.discard()
             raise
 
         def finish() -> dict[str, Exception]:
+            _commit(batch, norms, errors, folders)  # nothing left when committed above
             flushed: dict[Hashable, Exception] = {}
             flush_folders(folders, flushed)
             _failed(flushed, norms, errors)
@@ -322,7 +340,6 @@ class FsspecBackend:
                 errors[path] = FileBackendError(norm, f"{type(exc).__name__}: {exc}")
             if len(batch) >= BATCH_FILES:
                 _commit(batch, norms, errors, folders)
-        _commit(batch, norms, errors, folders)
 
     @staticmethod
     def _temporary(host: str) -> str:

@@ -65,3 +65,30 @@ def test_a_write_failing_while_staged_is_that_files_error_and_leaves_no_temporar
     assert sorted(os.listdir(tmp_path / "out")) == ["f0.txt", "f1.txt", "f3.txt"]
     for i in (0, 1, 3):
         assert (tmp_path / "out" / f"f{i}.txt").read_bytes() == f"file {i} ok".encode()
+
+
+@pytest.mark.spec("R52", "R12")
+def test_staged_files_are_whole_under_temporaries_until_finish_names_them(
+    tmp_path: Path,
+) -> None:
+    """:meth:`FsspecBackend.stage_files` returns with each file whole under a
+    temporary name and none under its own; ``finish()`` (run in another thread, as
+    a round runs it) names each, leaving no temporary."""
+    import threading
+
+    files = {f"out/f{i}.txt": (f"file {i} ".encode(), b"x" * (i * 1000)) for i in range(5)}
+    finish = FsspecBackend(tmp_path.as_uri()).stage_files(list(files.items()))
+    names = sorted(os.listdir(tmp_path / "out"))
+    assert len(names) == 5 and all(".ars-tmp-" in n for n in names)
+    staged = {
+        n.split(".ars-tmp-")[0].lstrip("."): (tmp_path / "out" / n).read_bytes() for n in names
+    }
+    assert staged == {p.split("/")[1]: b"".join(v) for p, v in files.items()}
+    result: list[dict[str, Exception]] = []
+    worker = threading.Thread(target=lambda: result.append(finish()))
+    worker.start()
+    worker.join(timeout=60)
+    assert result == [{}]
+    assert sorted(os.listdir(tmp_path / "out")) == sorted(p.split("/")[1] for p in files)
+    for path, pieces in files.items():
+        assert (tmp_path / path).read_bytes() == b"".join(pieces)
