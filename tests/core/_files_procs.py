@@ -3,7 +3,9 @@
 ``python -m tests.core._files_procs write URL OPTIONS_JSON LINES SLOW``
     offloads one large tool result through ``Compressor.call`` onto the fsspec
     root ``URL``; with ``SLOW=1`` every write goes out in 64 KiB pieces with a
-    pause between them, so the test can kill the process mid-write. Prints
+    pause between them, so the test can kill the process mid-write (``SLOW=1``:
+    through the filesystem's own file objects, an application's fsspec class;
+    ``SLOW=2``: through the ``os`` calls ARS stages local files with). Prints
     ``writing`` just before the call and ``done`` after it.
 
 ``python -m tests.core._files_procs read URL OPTIONS_JSON PATH STOP_FILE``
@@ -79,11 +81,26 @@ def _slow(fs: Any) -> Any:
     return Slow(**fs.storage_options)
 
 
+def _slow_os_writes() -> None:
+    """``os.write`` of at most :data:`PIECE` bytes, with a pause after each."""
+    real_write = os.write
+
+    def write(fd: int, data: Any) -> int:
+        written = real_write(fd, data[:PIECE])
+        time.sleep(0.01)
+        return written
+
+    os.write = write
+
+
 def write(url: str, options: str, lines: str, slow: str) -> None:
     storage_options = json.loads(options)
     fs, _ = url_to_fs(url, **storage_options)
     if slow == "1":
         fs = _slow(fs)
+    if slow == "2":
+        _slow_os_writes()
+        fs = None
     backend = FsspecBackend(url, storage_options=storage_options, fs=fs)
     call = ToolCall(id="c1", name=TOOL, args={})
     messages = [

@@ -67,19 +67,22 @@ def _stop_reader(reader: subprocess.Popen[str], stop: Path) -> list[str]:
 
 
 @pytest.mark.spec("R52", "R12")
+@pytest.mark.parametrize("slow", ["1", "2"], ids=["app-fs", "os-calls"])
 def test_a_killed_writer_leaves_no_partial_file_and_a_reader_never_sees_one(
-    tmp_path: Path,
+    tmp_path: Path, slow: str
 ) -> None:
     """Local directory: SIGKILL while the offload is half on disk leaves nothing
     under the final name; the reader process sees only "absent" or the whole file,
-    and a fresh writer then completes it."""
+    and a fresh writer then completes it. The file is staged through the
+    application's filesystem class (``app-fs``) or through ``os`` calls, ARS's own
+    way on a local folder (``os-calls``)."""
     root = tmp_path / "files"
     root.mkdir()
     url, options = root.as_uri(), "{}"
     data, digest, path = _expected()
     stop = tmp_path / "stop"
     reader = _spawn("read", url, options, path, str(stop))
-    writer = _spawn("write", url, options, str(LINES), "1")
+    writer = _spawn("write", url, options, str(LINES), slow)
     _wait_for_line(writer, "writing")
     partial: list[Path] = []
     deadline = time.monotonic() + 60
