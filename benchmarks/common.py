@@ -277,9 +277,10 @@ class Timing:
 class DiskWait:
     """How long the timing thread waits on the disk barrier: inside ARS's flushes of a
     step's files and of their folders (its own ``fsync`` calls, or waiting for its
-    flushing threads), and while it waits for the history archive's folder flush that
-    ran beside the round. :meth:`installed` wraps those three functions while the
-    rounds run (nothing else is changed: every fsync still happens in the round)."""
+    flushing threads), and while it waits for what ran beside the round (the history
+    archive's folder flush, the offloads' barrier). :meth:`installed` wraps those
+    functions while the rounds run (nothing else is changed: every fsync still
+    happens in the round)."""
 
     def __init__(self) -> None:
         self.seconds = 0.0
@@ -308,6 +309,7 @@ class DiskWait:
             (_local_files, "flush_folders"),
             (files, "flush_folders"),
             (effects.SyncEffects, "settle_archive"),
+            (effects.SyncEffects, "settle_writes"),  # the offloads' barrier, beside the round
         ]
         saved = [(obj, name, getattr(obj, name)) for obj, name in targets if hasattr(obj, name)]
         for obj, name, fn in saved:
