@@ -20,10 +20,13 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, BinaryIO, TypeVar, cast
 
+from . import _syncfs
+
 __all__ = [
     "BATCH_FILES",
     "CHUNK",
     "FLUSH_THREADS",
+    "SYNCFS_FILES",
     "WRITE_THREADS",
     "Folders",
     "LocalBatch",
@@ -38,6 +41,9 @@ CHUNK = 1024 * 1024
 BATCH_FILES = 256
 #: threads that flush the files of one batch at once
 FLUSH_THREADS = 16
+#: files of one batch from which its files are flushed with one ``syncfs`` per file
+#: system where that is sound (:mod:`ars_core._syncfs`), not one ``fsync`` each
+SYNCFS_FILES = 8
 #: threads that write whole steps beside the caller's work (:func:`in_background`)
 WRITE_THREADS = 8
 #: ``fsync`` errors meaning the file system offers no flush for this file (it is as
@@ -83,11 +89,17 @@ def flush(fd: int | None) -> OSError | None:
     return None
 
 
-def _flush_all(fds: Sequence[int | None]) -> list[OSError | None]:
+def _flush_all(
+    fds: Sequence[int | None], folders: Sequence[str] | None = None, size: int = 0
+) -> list[OSError | None]:
     """:func:`flush` of every ``fd``, all at once (:data:`FLUSH_THREADS` in flight,
-    each thread flushing its share in turn); the error of each."""
+    each thread flushing its share in turn); the error of each. Given the folder of
+    each file (and their ``size`` in bytes), a batch of :data:`SYNCFS_FILES` or more
+    is flushed with one ``syncfs`` per file system where that is sound."""
     if len(fds) <= 1:
         return [flush(fd) for fd in fds]
+    if folders is not None and len(fds) >= SYNCFS_FILES and _flush_file_systems(fds, folders, size):
+        return [None] * len(fds)
     shares = min(FLUSH_THREADS, len(fds))
     results: list[OSError | None] = [None] * len(fds)
     for share, errors in enumerate(
@@ -95,6 +107,33 @@ def _flush_all(fds: Sequence[int | None]) -> list[OSError | None]:
     ):
         results[share::shares] = errors
     return results
+
+
+def _flush_file_systems(fds: Sequence[int | None], folders: Sequence[str], size: int) -> bool:
+    """``syncfs`` of the file system of each folder, through the first file staged
+    there (opened before the others: a write-back error of any of them is reported),
+    once per file system; whether each succeeded. ``False`` (nothing known: each
+    file is then flushed on its own, with its own error) where ``syncfs`` is not
+    sound here or others have much waiting to be written."""
+    if not _syncfs.available() or None in fds:
+        return False
+    waiting = _syncfs.others_dirty(size)
+    if waiting is None or waiting > _syncfs.FOREIGN_DIRTY:
+        return False
+    firsts: dict[str, int] = {}
+    for fd, folder in zip(fds, folders, strict=True):
+        firsts.setdefault(folder, cast(int, fd))
+    devices: set[int] = set()
+    try:
+        for fd in firsts.values():
+            device = os.fstat(fd).st_dev
+            if device not in devices:
+                devices.add(device)
+                if _syncfs.syncfs(fd) is not None:
+                    return False
+    except OSError:
+        return False
+    return True
 
 
 def _flush_each(fds: Sequence[int | None]) -> list[OSError | None]:
@@ -154,12 +193,13 @@ class _Staged:
             self.fd = None
 
 
-def _write_fd(fd: int, pieces: Iterable[bytes]) -> None:
+def _write_fd(fd: int, pieces: Iterable[bytes]) -> int:
     """Write ``pieces`` whole to ``fd``: small ones gathered into writes of up to
-    :data:`CHUNK`, a short write gone on with where it stopped."""
+    :data:`CHUNK`, a short write gone on with where it stopped; the bytes written."""
     gathered: list[bytes] = []
-    size = 0
+    size = total = 0
     for data in pieces:
+        total += len(data)
         if size + len(data) > CHUNK and gathered:
             _write_whole(fd, b"".join(gathered))
             gathered, size = [], 0
@@ -170,6 +210,7 @@ def _write_fd(fd: int, pieces: Iterable[bytes]) -> None:
             size += len(data)
     if gathered:
         _write_whole(fd, gathered[0] if len(gathered) == 1 else b"".join(gathered))
+    return total
 
 
 def _write_whole(fd: int, data: bytes) -> None:
@@ -188,6 +229,7 @@ class LocalBatch:
     def __init__(self, fs: Any = None) -> None:
         self._staged: list[_Staged] = []
         self._fs = fs
+        self._bytes = 0  # written to the staged temporaries
 
     def _open(self, tmp: str) -> BinaryIO:
         return cast(BinaryIO, self._fs.open(tmp, "wb"))  # kept open until the commit
@@ -239,7 +281,7 @@ class LocalBatch:
             os.makedirs(os.path.dirname(tmp), exist_ok=True)
             fd = os.open(tmp, _CREATE, 0o666)
         try:
-            _write_fd(fd, pieces)
+            self._bytes += _write_fd(fd, pieces)
         except BaseException:
             os.close(fd)
             _remove(tmp)
@@ -258,9 +300,11 @@ class LocalBatch:
         its bytes on disk; the folders that received one (with their files' keys), for
         :func:`flush_folders` to make the new names durable."""
         staged, self._staged = self._staged, []
+        size, self._bytes = self._bytes, 0
         errors: dict[Hashable, Exception] = {}
         try:
-            flushed = _flush_all([s.fd for s in staged])
+            folders = [os.path.dirname(s.tmp) for s in staged] if self._fs is None else None
+            flushed = _flush_all([s.fd for s in staged], folders, size)
             renamed: dict[str, list[Hashable]] = {}
             for s, error in zip(staged, flushed, strict=True):
                 s.close()

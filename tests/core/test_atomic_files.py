@@ -177,18 +177,19 @@ def test_a_batch_written_beside_the_caller_is_whole_flushed_and_reports_each_fai
 ) -> None:
     """Many files at once (several batches): each file's temporary is written in a
     staging thread while the next file is read, yet every file is whole under its
-    name with its bytes flushed (``fsync``) before the rename, and a file whose
+    name with its bytes flushed (``fsync`` of it, or a ``syncfs`` of its file system
+    while it is whole under its temporary name) before the rename, and a file whose
     write fails there (its folder is a regular file) is reported as that file's
     error while the others are written; no temporary is left behind."""
     import os
     import stat
 
-    from ars_core import FsspecBackend
+    from ars_core import FsspecBackend, _syncfs
     from ars_core import files as files_mod
     from ars_core._local_files import BATCH_FILES
 
     flushed: dict[str, int] = {}
-    real_fsync = os.fsync
+    real_fsync, real_syncfs = os.fsync, _syncfs.syncfs
 
     def spy(fd: int) -> None:
         if stat.S_ISREG(os.fstat(fd).st_mode):
@@ -196,7 +197,14 @@ def test_a_batch_written_beside_the_caller_is_whole_flushed_and_reports_each_fai
             flushed[os.path.basename(path)] = os.fstat(fd).st_size
         real_fsync(fd)
 
+    def syncfs_spy(fd: int) -> OSError | None:
+        error = real_syncfs(fd)
+        if error is None:  # every temporary then staged is flushed as it is
+            flushed.update({p.name: p.stat().st_size for p in (tmp_path / "out").glob(".*")})
+        return error
+
     monkeypatch.setattr(files_mod.os, "fsync", spy)
+    monkeypatch.setattr(_syncfs, "syncfs", syncfs_spy)
     (tmp_path / "blocked").write_text("a file, not a folder")
     n = BATCH_FILES * 2 + 7
     files = {

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ars_core import _local_files
-from ars_core._local_files import CHUNK, LocalBatch
+from ars_core import _local_files, _syncfs
+from ars_core._local_files import CHUNK, SYNCFS_FILES, LocalBatch
 from ars_core.files import FsspecBackend
 
 
@@ -92,3 +92,103 @@ def test_staged_files_are_whole_under_temporaries_until_finish_names_them(
     assert sorted(os.listdir(tmp_path / "out")) == sorted(p.split("/")[1] for p in files)
     for path, pieces in files.items():
         assert (tmp_path / path).read_bytes() == b"".join(pieces)
+
+
+def _fsync_spy(monkeypatch: pytest.MonkeyPatch, log: list[tuple[str, str]], fail: str = "") -> None:
+    """``os.fsync`` and ``os.replace`` logged (``fail``: a file whose fsync fails)."""
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        name = os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
+        kind = "folder" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file"
+        if fail and name.startswith(f".{fail}"):
+            raise OSError(errno.EIO, "simulated I/O error")
+        log.append((kind, name))
+        real_fsync(fd)
+
+    def replace(src: str, dst: str) -> None:
+        real_replace(src, dst)
+        log.append(("rename", os.path.basename(dst)))
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+
+
+def _batch(n: int) -> dict[str, tuple[bytes, ...]]:
+    return {f"out/f{i:02d}.txt": (f"file {i}\n".encode() * (50 + i),) for i in range(n)}
+
+
+def _with_syncfs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the kernel offers no sound ``syncfs``, one that syncs every file system."""
+    if not _syncfs.available():
+        monkeypatch.setattr(_syncfs, "_SYNCFS", lambda fd: (os.sync(), 0)[1])
+
+
+@pytest.mark.spec("R52", "R12")
+def test_a_large_batch_is_flushed_by_one_syncfs_between_staging_and_renaming(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch of SYNCFS_FILES or more: one ``syncfs`` while every file is whole under
+    its temporary name and none under its own, no ``fsync`` per file, every rename
+    after it, the folder flushed after the renames; the bytes are the files'."""
+    _with_syncfs(monkeypatch)
+    log: list[tuple[str, str]] = []
+    _fsync_spy(monkeypatch, log)
+    real_syncfs = _syncfs.syncfs
+    out = tmp_path / "out"
+
+    def syncfs(fd: int) -> OSError | None:
+        log.append(("syncfs", ""))
+        at_syncfs.update({p.name: p.read_bytes() for p in out.iterdir()})
+        return real_syncfs(fd)
+
+    at_syncfs: dict[str, bytes] = {}
+    monkeypatch.setattr(_syncfs, "syncfs", syncfs)
+    files = _batch(SYNCFS_FILES * 2)
+    assert FsspecBackend(tmp_path.as_uri()).write_files(list(files.items())) == {}
+    whole = {p.split("/")[1]: b"".join(v) for p, v in files.items()}
+    # at the syncfs: each file whole under a temporary name, none under its own
+    assert {n.split(".ars-tmp-")[0].lstrip("."): b for n, b in at_syncfs.items()} == whole
+    assert all(".ars-tmp-" in n for n in at_syncfs)
+    kinds = [k for k, _ in log]
+    assert kinds.count("syncfs") == 1 and "file" not in kinds
+    renames = [i for i, k in enumerate(kinds) if k == "rename"]
+    assert len(renames) == len(files) and kinds.index("syncfs") < min(renames)
+    assert kinds[max(renames) + 1 :] == ["folder"]
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == whole
+
+
+@pytest.mark.spec("R52", "R12")
+def test_a_failed_syncfs_falls_back_to_each_files_own_flush_and_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ``syncfs`` fails: each file is flushed on its own, so the one whose flush
+    fails is that file's error (neither its name nor a temporary left) and the
+    others are written."""
+    _with_syncfs(monkeypatch)
+    log: list[tuple[str, str]] = []
+    _fsync_spy(monkeypatch, log, fail="f03.txt")
+    monkeypatch.setattr(_syncfs, "syncfs", lambda fd: OSError(errno.EIO, "simulated"))
+    files = _batch(SYNCFS_FILES + 2)
+    errors = FsspecBackend(tmp_path.as_uri()).write_files(list(files.items()))
+    assert list(errors) == ["out/f03.txt"] and "simulated I/O error" in str(errors["out/f03.txt"])
+    assert [k for k, _ in log].count("file") == len(files) - 1
+    on_disk = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
+    assert on_disk == {p.split("/")[1]: b"".join(v) for p, v in files.items() if p != "out/f03.txt"}
+
+
+@pytest.mark.spec("R52", "R12")
+def test_much_data_of_others_waiting_keeps_a_flush_per_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Others have more than FOREIGN_DIRTY bytes waiting to be written: no
+    ``syncfs`` (it would wait for theirs), an ``fsync`` of each file instead."""
+    _with_syncfs(monkeypatch)
+    log: list[tuple[str, str]] = []
+    _fsync_spy(monkeypatch, log)
+    monkeypatch.setattr(_syncfs, "others_dirty", lambda own: _syncfs.FOREIGN_DIRTY + 1)
+    monkeypatch.setattr(_syncfs, "syncfs", lambda fd: pytest.fail("syncfs called"))
+    files = _batch(SYNCFS_FILES + 1)
+    assert FsspecBackend(tmp_path.as_uri()).write_files(list(files.items())) == {}
+    flushed = sorted(n.split(".ars-tmp-")[0].lstrip(".") for k, n in log if k == "file")
+    assert flushed == sorted(p.split("/")[1] for p in files)
