@@ -37,7 +37,7 @@ from .capabilities import BoundedEstimator, has
 from .memo import TOKENS, HistoryTotals, instance_key
 from .messages import Message
 from .provider_text import block_text, json_text, tool_text
-from .text_pieces import TIKTOKEN_CHUNK, piece_end
+from .text_pieces import TIKTOKEN_CHUNK, FramedCounts, piece_end
 from .typing import Tools
 
 __all__ = [
@@ -501,6 +501,7 @@ class TiktokenEstimator(CachingEstimator):
 
         self.utf8_bytes: Any = Utf8Bytes()  # what token_bound counts an uncounted message with
         self._shared_key = ("tokens", type(self), encoding)
+        self._framed = FramedCounts(self._encoding.encode_ordinary)
 
     def token_bound(self, message: Message) -> int:
         """At least :meth:`count_message`: the kept count, else the bytes (see the class)."""
@@ -516,7 +517,7 @@ class TiktokenEstimator(CachingEstimator):
         if not text:
             return 0
         if len(text) <= TIKTOKEN_CHUNK:
-            return len(self._encoding.encode_ordinary(text))
+            return self._framed.count(text)
         # a long text in pieces cut where BPE cuts anyway: memory stays proportional to a
         # piece (not a list of every token), and no piece holds the GIL for long
         total = start = 0

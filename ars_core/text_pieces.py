@@ -4,7 +4,10 @@ pre-tokenizer splits anyway."""
 
 from __future__ import annotations
 
-__all__ = ["TIKTOKEN_CHUNK", "piece_end"]
+import threading
+from collections.abc import Callable, Sequence
+
+__all__ = ["TIKTOKEN_CHUNK", "FramedCounts", "frame_cuts", "piece_end"]
 
 #: characters tiktoken encodes at a time
 TIKTOKEN_CHUNK = 1 << 16
@@ -40,3 +43,64 @@ def piece_end(text: str, start: int, limit: int) -> int:
         if nxt.isascii() and nxt.isdigit() and prev in ",;:=()[]{}<>|+*":
             return end
     return limit
+
+
+#: texts from this many characters on are counted by :class:`FramedCounts`
+FRAMED_MIN = 4096
+#: how far into a text its first line may end, and how far from its end its last begins
+FRAME_REACH = 1024
+#: middles whose counts :class:`FramedCounts` keeps
+FRAMED_SLOTS = 8
+
+
+def _opens(c: str) -> bool:
+    """Whether a pre-token of ``cl100k_base`` and ``o200k_base`` starts at ``c`` after
+    a line break: only whitespace (and, in ``o200k_base``, a ``/``) continues a
+    pre-token past a line break, and one ending in line breaks ends the same way
+    whether or not the text goes on."""
+    return not c.isspace() and c != "/"
+
+
+def frame_cuts(text: str) -> tuple[int, int] | None:
+    """Where ``text``'s first line (with the line breaks after it) ends and its last
+    line begins, when both are cuts a BPE count can add up across (see
+    :func:`_opens`) and something lies between them; else None."""
+    n = len(text)
+    head = text.find("\n", 0, FRAME_REACH)
+    tail = text.rfind("\n", n - FRAME_REACH) + 1
+    if head < 0 or tail <= 0 or tail >= n:
+        return None
+    while head < n and text[head] == "\n":
+        head += 1
+    if head >= tail or not (_opens(text[head]) and _opens(text[tail])):
+        return None
+    return head, tail
+
+
+class FramedCounts:
+    """Counts of long texts as their first line, the middle and their last line
+    (:func:`frame_cuts`; ``encode`` a BPE encoding's ``encode_ordinary``), the
+    middles' counts kept for the next text with the same middle: a summary message
+    whose header and archive line change from round to round while the task and
+    summary between them do not is counted from those two lines."""
+
+    def __init__(self, encode: Callable[[str], Sequence[int]]) -> None:
+        self._encode = encode
+        self._middles: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def count(self, text: str) -> int:
+        """The tokens of ``text`` (exactly ``len(encode(text))``)."""
+        cuts = frame_cuts(text) if len(text) >= FRAMED_MIN else None
+        if cuts is None:
+            return len(self._encode(text))
+        head, tail = cuts
+        middle = text[head:tail]
+        kept = self._middles.get(middle)
+        if kept is None:
+            kept = len(self._encode(middle))
+            with self._lock:
+                if len(self._middles) >= FRAMED_SLOTS:
+                    self._middles.pop(next(iter(self._middles)))
+                self._middles[middle] = kept
+        return len(self._encode(text[:head])) + kept + len(self._encode(text[tail:]))
