@@ -309,15 +309,19 @@ def _per_call(
 def _l2_round(policies: Sequence[Policy], ctx: Context) -> dict[str, dict[str, Timing]]:
     """L2 rounds at ``--l2-size`` messages and on, instant summarizer, files on the local
     disk: at each length every policy's round, one after the other, before the next
-    length (a machine's load, and its disk's, drifts alike over every policy); per
-    policy the rounds' times, their wait on the disk barrier and the rest."""
+    length (a machine's load, and its disk's, drifts alike over every policy), the
+    policy that goes first after the collection turning with the length (the first
+    round after it finds the CPU's caches cold, and a later one finds the texts the
+    policies share warm: every policy takes each place as often); per policy the
+    rounds' times, their wait on the disk barrier and the rest."""
     args = ctx.args
     lengths = [args.l2_size + j for j in range(args.warmup + args.l2_repeat)]
     rounds = {p.name: Timing() for p in policies}
     waits = {p.name: Timing() for p in policies}
     with DiskWait().installed() as disk:
         for j, n in enumerate(lengths):
-            calls = [(p, p.setup(n)) for p in policies]
+            turn = j % len(policies)
+            calls = [(p, p.setup(n)) for p in [*policies[turn:], *policies[:turn]]]
             gc.collect()
             for p, call in calls:
                 disk.seconds = 0.0
@@ -468,20 +472,23 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
         f"{ctx.args.l2_repeat} rounds per policy, each on a history one message longer, "
         "after the warm-up rounds; at each length every policy's round runs in turn "
         "before the next length, so a drift of the machine's load (or its disk's) falls "
-        "on every policy alike. State without a previous summary: what ARS keeps per "
-        "message (token counts, L1 offloads, archive lines, audit parses) is warm there, "
-        "as across a live agent's rounds. With no summary kept, each round archives the "
-        "same first messages again: ARS writes only those new since its last archive, in "
-        "a file naming the earlier one (a continuation); a new large tool result is "
-        "offloaded. Every file is durable before the round returns: flushed (fsync) "
-        "before its rename, its folder flushed after it (the archive's folder flush runs "
-        "beside the summary and the round's next steps, and ends before the view naming "
-        'the archive is sent). "disk barrier" is the median time a round\'s thread '
-        "waited on those flushes; on this shared VM one flush takes from a fraction of a "
-        "millisecond to tens of milliseconds, with the other tenants' writes. \"without "
-        "the wait\" is the median of each round's time less its wait. **The target is "
-        "judged on the median round, the disk barrier included**, over the rounds taken "
-        "in turn with LangChain's; p25-p75 is the middle half of the rounds. "
+        "on every policy alike; the one that goes first after each length's garbage "
+        "collection (its round finds the CPU's caches cold) turns with the length, so "
+        "every policy takes each place as often. State without a previous summary: what "
+        "ARS keeps per message (token counts, L1 offloads, archive lines, audit parses) "
+        "is warm there, as across a live agent's rounds. With no summary kept, each "
+        "round archives the same first messages again: ARS writes only those new since "
+        "its last archive, in a file naming the earlier one (a continuation); a new "
+        "large tool result is offloaded. Every file is durable before the round returns: "
+        "flushed (fsync) before its rename, its folder flushed after it (the archive's "
+        "folder flush runs beside the summary and the round's next steps, and ends "
+        'before the view naming the archive is sent). "disk barrier" is the median time '
+        "a round's thread waited on those flushes; on this shared VM one flush takes from"
+        " a fraction of a millisecond to tens of milliseconds, with the other tenants' "
+        'writes. "without the wait" is the median of each round\'s time less its wait. '
+        "**The target is judged on the median round, the disk barrier included**, over "
+        "the rounds taken in turn with LangChain's; p25-p75 is the middle half of the "
+        "rounds. "
         f"The first round is the median of {FIRST_ROUNDS} rounds on a history no policy "
         "has seen (every per-message cache cold, token counts included, the whole 2 MB "
         "archive written and fsynced)."
