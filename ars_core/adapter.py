@@ -110,6 +110,7 @@ __all__ = [
     "deliver_event",
     "encode_text",
     "fits_by_bound",
+    "fitting_bound",
     "hookimpl",
     "is_calibrated",
     "is_context_overflow",
@@ -152,6 +153,12 @@ def fits_by_bound(
     without a result) is below T, as the engine decides it for a call with no stored
     event (its T in estimate units, the rest counted as it counts them)."""
     est: Any = compressor.estimator
-    threshold = in_estimate_units(compressor.config, est).threshold_tokens
     extra = _count_extra(est, system, tools) + sum(message_tokens(est, m) for m in notes)
-    return bound + extra < threshold
+    return bound + extra < fitting_bound(compressor)
+
+
+def fitting_bound(compressor: Compressor) -> int:
+    """The bound of a request's messages at which :func:`fits_by_bound` says no
+    whatever the system message, the tools and the notes (T in the estimator's units):
+    a measure can stop there."""
+    return in_estimate_units(compressor.config, compressor.estimator).threshold_tokens

@@ -36,6 +36,7 @@ from ars_core.adapter import (
     Tools,
     Utf8Bytes,
     fits_by_bound,
+    fitting_bound,
     synthetic_result,
     utf8_bound,
     warn_unpaired,
@@ -124,10 +125,13 @@ class Passthrough:
         counter: Utf8Bytes,
         estimator: Any,
         limit: int | None = None,
+        stop_at: int | None = None,
     ) -> tuple[int, list[ToolCall]] | None:
         """The bound of ``messages`` (at least the estimator's count of their core
         forms) and the calls the engine would answer with notes, when that is all it
-        would change; ``None`` when it might change more. Raises :class:`TooMuch`
+        would change; ``None`` when it might change more, or once the bound reaches
+        ``stop_at`` (the rest is not read, nothing remembered: a history above T is
+        read no further than T's worth of its text). Raises :class:`TooMuch`
         (nothing remembered) once more than ``limit`` characters of new text would be
         read (an event loop measures only that much)."""
         with self._lock:
@@ -142,8 +146,13 @@ class Passthrough:
                 total, pairs, new = self._bound, _Pairs(self._pairs), messages[n_prev:]
             else:
                 total, pairs, new = 0, _Pairs(broken=_summary_first(messages)), messages
-            total += _read(new, pairs, counter, estimator, limit)
-            self.measured += len(new)
+            read = _read(
+                new, pairs, counter, estimator, limit, None if stop_at is None else stop_at - total
+            )
+            self.measured += read[1]
+            if read[1] < len(new):  # the bound reached stop_at: no call goes out as it came
+                return None
+            total += read[0]
             if extends:
                 prev.extend(new)
             else:
@@ -180,7 +189,7 @@ def sendable(
     counter = utf8_bound(estimator)
     if counter is None:  # only the engine can tell
         return None
-    measured = passthrough.measure(messages, counter, estimator, limit)
+    measured = passthrough.measure(messages, counter, estimator, limit, fitting_bound(compressor))
     if measured is None:
         return None
     notes = [synthetic_result(c) for c in measured[1]]
@@ -230,12 +239,17 @@ def _read(
     counter: Utf8Bytes,
     estimator: Any,
     limit: int | None,
-) -> int:
-    """The bound of ``messages``, their pairing read into ``pairs``; raises
-    :class:`TooMuch` past ``limit`` characters."""
+    stop_at: int | None = None,
+) -> tuple[int, int]:
+    """The bound of ``messages`` and how many were read, their pairing read into
+    ``pairs``: all of them, or up to the one whose bound brings the total to
+    ``stop_at``; raises :class:`TooMuch` past ``limit`` characters."""
     plain, count_call = counter.plain_fields, counter.count_tool_call
-    total = chars = 0
+    total = chars = read = 0
     for m in messages:
+        if stop_at is not None and total >= stop_at:
+            break
+        read += 1
         kind = _KINDS.get(type(m))
         values = m.__dict__
         content = values.get("content")
@@ -258,7 +272,7 @@ def _read(
             is_result = kind == _RESULT
         total += bound
         pairs.read(is_result, call_id, calls)
-    return total
+    return total, read
 
 
 def _with_calls(bound: int, calls: list[Any], count_call: Any) -> tuple[int | None, list[ToolCall]]:

@@ -315,3 +315,24 @@ def test_the_notes_answering_calls_count_toward_t() -> None:
     assert fits_by_bound(compressor, 1023, None, None)
     assert not fits_by_bound(compressor, 1023, None, None, [note])
     assert not fits_by_bound(compressor, 1024, None, None)
+
+
+@pytest.mark.spec("R1", "R2")
+def test_a_history_above_t_is_measured_no_further_than_t(
+    engine_only: Callable[[], None],
+) -> None:
+    """A history whose first messages' bound already reaches T: the shortcut stops
+    there (the rest is not read, nothing remembered, each call reads that far again)
+    and the engine decides, as it does alone."""
+    big = HumanMessage("question 0 " + "word " * 20_000, id="big")
+    history = [big, *_turns(30)]
+    grown = [*history, HumanMessage("go on", id="go")]
+    mw, _ = _middleware(threshold=8)
+    rec = Recorder()
+    for h in (history, grown):
+        _call(mw, h, rec)
+    (session,) = mw.sessions.by_key.values()
+    assert session.passthrough.measured == 2  # the first message alone, at each call
+    shortcut, engine = _both(engine_only, [history, grown], threshold=8)
+    _same_requests(shortcut[0], engine[0])
+    assert shortcut[1] == engine[1] and [p for p, _ in shortcut[1]] == ["started", "completed"] * 2
