@@ -31,6 +31,7 @@ from .estimate import MESSAGE_OVERHEAD, TOOL_CALL_OVERHEAD, CachingEstimator, Ti
 from .memo import FLOOR, TOKENS
 from .messages import Message
 from .pending_form import is_pending
+from .totals import Reach
 
 __all__ = [
     "FLOOR_REACH",
@@ -174,9 +175,6 @@ def floor_of(estimator: Any) -> Callable[[Message], int] | None:
 #: how far past the limit (times it) the bounds of the messages read by
 #: :func:`floors_reach` may go before it gives up (a text its floor says little of)
 FLOOR_REACH = 8
-
-#: whether given messages' floors reach a limit (see :func:`floors_reach_of`)
-Reach = Callable[[Iterable[Message], int], bool]
 
 
 def floors_reach(

@@ -26,7 +26,7 @@ write failed, so a failed write never loses text from the view.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from typing import Any, cast
+from typing import cast
 
 import attrs
 
@@ -41,7 +41,7 @@ from .estimate import (
     is_bounded,
     message_tokens,
 )
-from .floors import head_floor
+from .floors import counts_by_pieces, head_floor
 from .layout import LARGE_TOOL_RESULTS_DIR, LARGE_USER_MESSAGES_DIR
 from .memo import L1_PLAN, L1_USER, TOKENS, estimator_key
 from .messages import (
@@ -357,14 +357,7 @@ def _shell_and_header_above(exact: TiktokenEstimator, m: Message, header: str, l
 def _counts_by_pieces(estimator: Estimator) -> bool:
     """Whether ``estimator`` counts a message as the built-in exact ``o200k_base`` one
     does (its pieces' counts add up, see :func:`~ars_core.bounds.head_tokens_below`)."""
-    kind: type[Any] = type(estimator)
-    return (
-        isinstance(estimator, TiktokenEstimator)
-        and estimator.encoding_name == "o200k_base"
-        and kind.count_text is TiktokenEstimator.count_text
-        and kind.count_message is CachingEstimator.count_message
-        and kind.measure is CachingEstimator.measure
-    )
+    return counts_by_pieces(estimator) and estimator.encoding_name == "o200k_base"  # type: ignore[attr-defined]
 
 
 def _keep_count(estimator: Estimator, new: Message, shell: int, body: int | None) -> None:
