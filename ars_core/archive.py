@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 
 from . import memo
+from .capabilities import keeps_writes
 from .errors import ArchiveFormatError, MessageFormatError
 from .files import FileBackend
 from .l1 import FileWrite
@@ -286,11 +287,13 @@ class ArchiveLog:
     def plan(self, backend: FileBackend, archive: HistoryArchive) -> ArchivePlan:
         """How to store ``archive`` on ``backend``: whole, as a continuation of the
         latest archive of the same first messages, or not at all (already there).
-        An earlier archive is relied on only while every file of its chain still
+        An earlier archive is relied on as written on a backend that keeps what it
+        wrote (:func:`~ars_core.capabilities.keeps_writes`: nothing is asked of it,
+        however long the chain), elsewhere only while every file of its chain still
         exists on ``backend``."""
         with self._lock:
             earlier = self._slots(backend).get((archive.thread, archive.start))
-        if earlier is not None and _all_exist(backend, earlier.files):
+        if earlier is not None and (keeps_writes(backend) or _all_exist(backend, earlier.files)):
             if earlier.digests == archive.digests:
                 return ArchivePlan(None, earlier.path, earlier.continues, earlier.files)
             continuation = archive.continuing(earlier)

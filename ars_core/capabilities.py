@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 __all__ = [
     "AsyncBackend",
@@ -30,6 +30,7 @@ __all__ = [
     "Utf8BoundedEstimator",
     "WholeHistorySummarizer",
     "has",
+    "keeps_writes",
 ]
 
 
@@ -166,3 +167,14 @@ def has(obj: object, capability: Any) -> bool:
                 _known.clear()
             _known[key] = found
     return found
+
+
+def keeps_writes(backend: object) -> bool:
+    """Whether a file ``backend`` wrote stays written: always, but for a
+    :class:`StateBoundBackend` whose files follow the agent's state (a step that
+    fails after a write drops it, and a thread forked from an older checkpoint
+    never had it). The engine takes what it wrote to such a backend as there, and
+    checks nothing again."""
+    return not (
+        has(backend, StateBoundBackend) and cast(StateBoundBackend, backend).writes_follow_state
+    )

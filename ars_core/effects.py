@@ -50,8 +50,8 @@ from .capabilities import (
     AsyncBytesBackend,
     BatchBackend,
     BytesBackend,
-    StateBoundBackend,
     has,
+    keeps_writes,
 )
 from .errors import SummarizerError
 from .files import FileBackend, FsspecBackend
@@ -259,10 +259,7 @@ class _Ledger:
         try:
             # a backend whose files live in the agent's state (deepagents' StateBackend)
             # loses a write when the step that made it fails: nothing is taken as written
-            cached = not (
-                has(backend, StateBoundBackend)
-                and cast(StateBoundBackend, backend).writes_follow_state
-            )
+            cached = keeps_writes(backend)
             self.done = written.setdefault(backend, set()) if cached else set()
         except TypeError:  # not weak-referenceable: no cache
             self.done = set()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +161,71 @@ class TestContinuation:
         assert _dicts(read_archive(backend.inner, third.file_path)) == _dicts(
             history[: third.cutoff]
         )
+
+
+class _AskedBackend:
+    """An in-memory backend that counts the ``exists`` questions it is asked; with
+    ``follows_state`` its files live in the agent's state (deepagents' ``StateBackend``)."""
+
+    def __init__(self, follows_state: bool) -> None:
+        self.inner = memory_backend()
+        self.follows_state = follows_state
+        self.asked: list[str] = []
+
+    @property
+    def writes_follow_state(self) -> bool:
+        return self.follows_state
+
+    def write_text(self, path: str, text: str) -> Any:
+        return self.inner.write_text(path, text)
+
+    def read_text(self, path: str) -> str:
+        return self.inner.read_text(path)
+
+    def exists(self, path: str) -> bool:
+        self.asked.append(path)
+        return self.inner.exists(path)
+
+
+class TestChainChecks:
+    """How much a continued archive costs the backend as its chain grows."""
+
+    @MODES
+    def test_a_backend_that_keeps_its_writes_is_asked_nothing_however_long_the_chain(
+        self, mode: str
+    ) -> None:
+        """Five rounds over a growing history continue one another, each naming the
+        one before; the backend is never asked whether a file exists, and the chain
+        reads back as the whole history."""
+        backend = _AskedBackend(follows_state=False)
+        compressor = Compressor(small_config(), backend=backend, summarizer=FakeSummarizer("S"))
+        history = _history(140)
+        events = [_event(_compact(mode, compressor, history[:n])) for n in (40, 60, 80, 100, 120)]
+        for earlier, later in pairwise(events):
+            assert read_history(backend.read_text(later.file_path))[0]["continues"] == (
+                earlier.file_path
+            )
+        assert backend.asked == []
+        assert _dicts(read_archive(backend, events[-1].file_path)) == _dicts(
+            history[: events[-1].cutoff]
+        )
+
+    @MODES
+    def test_a_backend_whose_files_follow_the_state_has_the_whole_chain_checked(
+        self, mode: str
+    ) -> None:
+        """Where a failed step can drop a file, each round checks every file of the
+        chain it continues; one gone, the round writes the whole range again."""
+        backend = _AskedBackend(follows_state=True)
+        compressor = Compressor(small_config(), backend=backend, summarizer=FakeSummarizer("S"))
+        history = _history(140)
+        events = [_event(_compact(mode, compressor, history[:n])) for n in (40, 60, 80)]
+        paths = [e.file_path for e in events]
+        assert backend.asked == [paths[0], paths[1], paths[0]]
+        backend.inner.fs.rm(backend.inner._host(paths[0]))  # the step that wrote it failed
+        again = _event(_compact(mode, compressor, history[:100]))
+        header, own = read_history(backend.read_text(again.file_path))
+        assert "continues" not in header and _dicts(own) == _dicts(history[: again.cutoff])
 
 
 class TestOnLocalDisk:
