@@ -66,6 +66,7 @@ from .paths import (
     text_sha256,
 )
 from .prompt import render_prompt
+from .provider_size import MARK_PROVIDER_COUNT, provider_ratio, ratio_of, stamp
 from .readback import (
     DEFAULT_READ_LIMIT,
     READ_TOOL_DESCRIPTION,
@@ -88,6 +89,7 @@ __all__ = [
     "CONFIG_FIELDS",
     "DEFAULT_READ_LIMIT",
     "DEFAULT_READ_ONLY",
+    "MARK_PROVIDER_COUNT",
     "MARK_SUMMARY",
     "OFFLOAD_CHARS",
     "OUTPUT_FOLDERS",
@@ -117,12 +119,15 @@ __all__ = [
     "is_temporary",
     "message_key",
     "output_folder",
+    "provider_ratio",
+    "ratio_of",
     "read_error_text",
     "read_page",
     "reads_kept_part_only",
     "render_prompt",
     "resolve_backend",
     "scope_name",
+    "stamp",
     "synthetic_result",
     "text_sha256",
     "unchanged_prefix",
@@ -147,18 +152,22 @@ def fits_by_bound(
     system: Message | str | None,
     tools: Tools | None,
     notes: Sequence[Message] = (),
+    provider_ratio: float = 1.0,
 ) -> bool:
     """Whether a request whose messages ``compressor``'s estimator counts at most
     ``bound`` tokens (with ``system``, ``tools`` and the ``notes`` pairing adds to calls
     without a result) is below T, as the engine decides it for a call with no stored
-    event (its T in estimate units, the rest counted as it counts them)."""
+    event (its T in estimate units, the rest counted as it counts them;
+    ``provider_ratio``: the history's :func:`~ars_core.provider_size.provider_ratio`,
+    as the engine reads it from the same messages)."""
     est: Any = compressor.estimator
     extra = _count_extra(est, system, tools) + sum(message_tokens(est, m) for m in notes)
-    return bound + extra < fitting_bound(compressor)
+    return bound + extra < fitting_bound(compressor, provider_ratio)
 
 
-def fitting_bound(compressor: Compressor) -> int:
+def fitting_bound(compressor: Compressor, provider_ratio: float = 1.0) -> int:
     """The bound of a request's messages at which :func:`fits_by_bound` says no
-    whatever the system message, the tools and the notes (T in the estimator's units):
-    a measure can stop there."""
-    return in_estimate_units(compressor.config, compressor.estimator).threshold_tokens
+    whatever the system message, the tools and the notes (T in the estimator's units,
+    with the history's ``provider_ratio``): a measure can stop there."""
+    config, est = compressor.config, compressor.estimator
+    return in_estimate_units(config, est, provider_ratio).threshold_tokens

@@ -18,7 +18,10 @@ undercount, kept as a safety margin); :func:`thresholds` reads ``T`` and
 a summary and a kept tail that measure under their budgets stay under the
 real window, and no rule subtracts one unit from the other. With an
 uncalibrated exact estimator both factors are 1 and the two units coincide
-(the configuration is used as it is). The summary's bound is what the
+(the configuration is used as it is). When the thread's last answer carries
+the provider's count of its request and that count is above the estimator's
+(:mod:`ars_core.provider_size`), that ratio stands for the scale if it is
+larger. The summary's bound is what the
 summarizer is told it may write (an LLM summarizer's ``max_tokens``): in
 estimate units it is at most the provider tokens it stands for.
 
@@ -112,13 +115,18 @@ SUMMARY_REST_FLOOR = 64
 TAIL_SHARE = 0.5
 
 
-def estimate_scale(estimator: Any) -> float:
+def estimate_scale(estimator: Any, provider_ratio: float = 1.0) -> float:
     """Provider tokens per estimate unit, with the safety margin: the
     estimator's calibrated ``scale`` times ``1 + margin`` (1 for an estimator
-    that has neither)."""
+    that has neither). ``provider_ratio`` (at least 1: the provider's count of
+    the thread's last request over the estimator's, see
+    :mod:`ars_core.provider_size`) replaces the scale when it is larger: it can
+    only shrink the budgets."""
+    ratio = max(1.0, float(provider_ratio))
     if not is_calibrated(estimator):
-        return 1.0
-    return float(estimator.scale or 1.0) * (1 + float(estimator.margin or 0.0))
+        return ratio
+    scale = max(float(estimator.scale or 1.0), ratio)
+    return scale * (1 + float(estimator.margin or 0.0))
 
 
 def thresholds(config: SummaryConfig, estimator: Any) -> tuple[int, int]:
@@ -129,12 +137,15 @@ def thresholds(config: SummaryConfig, estimator: Any) -> tuple[int, int]:
     return scaled.threshold_tokens, scaled.l2_threshold_tokens
 
 
-def in_estimate_units(config: SummaryConfig, estimator: Any) -> SummaryConfig:
+def in_estimate_units(
+    config: SummaryConfig, estimator: Any, provider_ratio: float = 1.0
+) -> SummaryConfig:
     """``config`` with its token sizes in ``estimator``'s units (see the module's
     *Units*): ``T`` (and so ``T2`` and the summary bound) and ``summary_max_tokens``
-    divided by :func:`estimate_scale`. Every budget rule of a call reads this one;
-    ``config`` itself when the scale is 1."""
-    scale = estimate_scale(estimator)
+    divided by :func:`estimate_scale` (with the thread's ``provider_ratio``, when a
+    provider counted more than the estimator). Every budget rule of a call reads
+    this one; ``config`` itself when the scale is 1."""
+    scale = estimate_scale(estimator, provider_ratio)
     if scale == 1.0:
         return config
     most = config.summary_max_tokens

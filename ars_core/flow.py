@@ -84,6 +84,7 @@ from .l2 import (
 )
 from .memo import Memo
 from .messages import Message
+from .provider_size import provider_ratio
 from .retention import (
     Retention,
     audit_retention,
@@ -129,7 +130,8 @@ def flow(
     check = check_event(state, event)  # edited history: re-anchor or drop the event
     event = check.event
     # T and T2 in estimate units (budget.py: calibration and safety margin)
-    budget = in_estimate_units(cfg, est)  # every budget of the call, in estimate units
+    # every budget of the call, in estimate units (and the provider's, when it counted more)
+    budget = in_estimate_units(cfg, est, provider_ratio(state, est))
     threshold, l2_threshold = budget.threshold_tokens, budget.l2_threshold_tokens
     # with no event the effective messages are the state itself: no O(history) copy on
     # the hot path (views that differ from it are always new lists)

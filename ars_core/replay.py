@@ -42,6 +42,7 @@ from .files import FileBackend, FsspecBackend
 from .layout import HISTORY_DIR, LARGE_TOOL_RESULTS_DIR, TRIMMED_DIR
 from .messages import Message, read_messages
 from .paths import sanitize_name
+from .provider_size import stamped
 from .resolve import resolve_summarizer
 from .retention import TASK_KEPT
 from .summarize import (
@@ -514,6 +515,7 @@ def replay_messages(
     on_call: OnCall | None = None,
     compressor_options: Mapping[str, Any] | None = None,
     counter: Estimator | None = None,
+    provider: Any = None,
 ) -> RunReport:
     """Replay one recorded run through a fresh :class:`~ars_core.engine.Compressor`.
 
@@ -528,7 +530,11 @@ def replay_messages(
     :class:`~ars_core.engine.Compressor` keyword arguments. ``estimator``
     decides (the engine's default when ``None``); ``counter`` counts the
     report's figures (default: the deciding estimator), e.g. the exact o200k
-    count whatever estimator ARS decided with.
+    count whatever estimator ARS decided with. ``provider`` (``count(messages,
+    system=...)``, e.g. :class:`ars_core.testing.ProviderTokenizer`) stands for a
+    provider that reports usage: each recorded answer enters the history stamped with
+    its count of the request ARS sent (:func:`ars_core.provider_size.stamped`), as an
+    adapter stamps the answer's reported usage.
     """
     recording = _RecordingBackend(
         backend if backend is not None else FsspecBackend("memory://ars-replay")
@@ -552,6 +558,9 @@ def replay_messages(
                 outcome = replay.record(message, report, i + offset, config.threshold_tokens)
                 if on_call is not None:
                     on_call(outcome, system)
+                if provider is not None:
+                    tokens = provider.count(outcome.view, system=system)
+                    message = stamped(message, tokens, outcome.tokens_after, compressor.estimator)
             replay.append(message)
     report.seconds = time.perf_counter() - started
     report.warnings = collected.records

@@ -18,18 +18,22 @@
 
 * :func:`recorded_sleeps`: records the waits before summary retries instead
   of sleeping.
+* :class:`ProviderTokenizer`: a provider's own count of a request, ``factor``
+  times the exact o200k count (a provider whose tokenizer counts more than
+  ARS's estimator when ``factor`` > 1), for fakes that report usage.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import anyio
 
 from .errors import ContextOverflowError, FileBackendError
-from .estimate import Estimator, default_estimator
+from .estimate import Estimator, Tools, default_estimator
 from .files import FileBackend, FsspecBackend
 from .hookspecs import hookimpl
 from .messages import Message, from_openai
@@ -39,6 +43,7 @@ from .summarize import SummaryResult, Usage, render_prompt
 __all__ = [
     "FailingBackend",
     "FakeSummarizer",
+    "ProviderTokenizer",
     "RecordingEmitter",
     "ScriptedModel",
     "capture_events",
@@ -92,6 +97,29 @@ class ScriptedModel:
 
 
 _DEFAULT_USAGE = Usage(input_tokens=100, output_tokens=20)
+
+
+class ProviderTokenizer:
+    """A provider's count of a request (system, tool schemas, messages): ``factor``
+    times ``estimator``'s count (by default the engine's default estimator: the exact
+    o200k count when tiktoken is installed), rounded up. ``factor`` 1.4 stands for a
+    provider whose tokenizer counts 40% more than o200k (as Anthropic's and Llama's
+    count more on many texts): a request ARS sizes at T is 1.4 T for it."""
+
+    def __init__(self, factor: float = 1.0, estimator: Estimator | None = None) -> None:
+        self.factor = float(factor)
+        self.estimator = estimator if estimator is not None else default_estimator()
+
+    def count(
+        self,
+        messages: Sequence[Message],
+        *,
+        system: Message | str | None = None,
+        tools: Tools | None = None,
+    ) -> int:
+        """The provider's input tokens of one request."""
+        tokens = self.estimator.count(list(messages), system=system, tools=tools)
+        return math.ceil(self.factor * tokens)
 
 
 class FakeSummarizer:

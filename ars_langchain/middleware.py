@@ -68,6 +68,7 @@ from .backends import BackendResolver, BackendSource, reads_agent_files
 from .convert import to_core, tool_schemas
 from .langchain_args import UNSET, Arguments, LangChainArgs, read_arguments
 from .passthrough import Replay, TooMuch, sendable
+from .provider_count import stamp_response
 from .redirect import ArsFileRedirectMiddleware
 from .sessions import (
     COMPACT_REQUEST_KEY,
@@ -444,18 +445,19 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         )
 
     def _finish(self, call: Call, outcome: CallOutcome) -> Any:
-        response = outcome.response
-        self._record_usage(call, response, outcome)
+        response = self._record_usage(call, outcome.response, outcome)
         values = call.state_update(outcome.update)
         if not values:
             return response
         return ExtendedModelResponse(model_response=response, command=Command(update=values))
 
-    def _record_usage(self, call: Call, response: Any, outcome: CallOutcome) -> None:
+    def _record_usage(self, call: Call, response: Any, outcome: CallOutcome) -> Any:
+        """Record the main model's usage; the response, its answer stamped with the
+        provider's count beside the estimator's (read back by later calls)."""
         session = call.session
         usage = _usage(response)
         if not usage:
-            return
+            return response
         record = {
             "usage_metadata": dict(usage),
             "estimated_tokens": outcome.tokens_after,
@@ -467,6 +469,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             estimator.calibrate(estimated=outcome.tokens_after, actual=int(usage["input_tokens"]))
         if self.on_model_usage is not None:
             self.on_model_usage(record)
+        return stamp_response(response, outcome.tokens_after, estimator)
 
     def _view(
         self, request: ModelRequest[Any], call: Call, view: Sequence[Message]

@@ -43,6 +43,7 @@ from ars_core.adapter import (
 )
 
 from .convert import MARKERS_KEY, from_core, to_core
+from .provider_count import history_ratio
 
 __all__ = ["Passthrough", "Replay", "TooMuch", "sendable"]
 
@@ -189,11 +190,13 @@ def sendable(
     counter = utf8_bound(estimator)
     if counter is None:  # only the engine can tell
         return None
-    measured = passthrough.measure(messages, counter, estimator, limit, fitting_bound(compressor))
+    ratio = history_ratio(messages, estimator)  # as the engine reads it from the same answers
+    reach = fitting_bound(compressor, ratio)
+    measured = passthrough.measure(messages, counter, estimator, limit, reach)
     if measured is None:
         return None
     notes = [synthetic_result(c) for c in measured[1]]
-    if not fits_by_bound(compressor, measured[0], system, tools, notes):
+    if not fits_by_bound(compressor, measured[0], system, tools, notes, ratio):
         return None
     passthrough.warn(measured[1])
     return [from_core(n) for n in notes]

@@ -10,6 +10,12 @@ A scripted reply is an ``AIMessage``, a string, an exception instance (raised),
 or a callable ``f(messages) -> AIMessage | str`` (may raise). ``overflow_above``
 makes a request whose text is longer than that many characters raise
 langchain-core's ``ContextOverflowError``, like a provider would.
+
+``provider`` (an :class:`ars_core.testing.ProviderTokenizer`) counts every
+request as a provider would (its system message, the bound tools' schemas, its
+messages): the count is recorded with the call (:attr:`RecordedCall.input_tokens`)
+and, unless ``report_usage`` is false, reported as the reply's
+``usage_metadata["input_tokens"]``.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables import RunnableConfig, ensure_config
 from langgraph.constants import TAG_NOSTREAM
 from pydantic import ConfigDict, Field, PrivateAttr
+
+from .convert import to_core, tool_schemas
 
 __all__ = ["FakeToolChatModel", "RecordedCall", "message_chars", "tool_call"]
 
@@ -56,9 +64,13 @@ def message_chars(messages: Sequence[BaseMessage]) -> int:
 class RecordedCall:
     """One request the fake received: ``messages`` and the run's ``tags``."""
 
-    def __init__(self, messages: list[BaseMessage], tags: list[str]) -> None:
+    def __init__(
+        self, messages: list[BaseMessage], tags: list[str], input_tokens: int | None = None
+    ) -> None:
         self.messages = messages
         self.tags = tags
+        #: the provider's count of this request (with a ``provider``), else ``None``
+        self.input_tokens = input_tokens
 
     @property
     def is_summary(self) -> bool:
@@ -76,7 +88,10 @@ class FakeToolChatModel(GenericFakeChatModel):
 
     messages: Iterator[Any] = Field(default_factory=lambda: iter(()))
     overflow_above: int | None = None
+    provider: Any = None
+    report_usage: bool = True
     model_name: str = "fake-tool-chat-model"
+    _tools: list[Any] = PrivateAttr(default_factory=list)
     _script: list[Any] = PrivateAttr(default_factory=list)
     _next: int = PrivateAttr(default=0)
     _calls: list[RecordedCall] = PrivateAttr(default_factory=list)
@@ -113,11 +128,25 @@ class FakeToolChatModel(GenericFakeChatModel):
         return [c.messages for c in self._calls if c.is_summary]
 
     @property
+    def main_sizes(self) -> list[int | None]:
+        """The provider's count of every main-model request (with a ``provider``)."""
+        return [c.input_tokens for c in self._calls if not c.is_summary]
+
+    @property
     def remaining(self) -> int:
         return len(self._script) - self._next
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> FakeToolChatModel:
+        self._tools = list(tools)
         return self
+
+    def _provider_count(self, messages: list[BaseMessage]) -> int | None:
+        if self.provider is None:
+            return None
+        core = [to_core(m) for m in messages]
+        system = core.pop(0) if core and core[0].role == "system" else None
+        tools = tool_schemas(self._tools) if self._tools else None
+        return int(self.provider.count(core, system=system, tools=tools))
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AIMessage:
         token = _CALL_TAGS.set(list(ensure_config(config).get("tags") or []))
@@ -142,8 +171,9 @@ class FakeToolChatModel(GenericFakeChatModel):
         self, messages: list[BaseMessage], run_manager: CallbackManagerForLLMRun | None
     ) -> AIMessage:
         tags = list(run_manager.tags) if run_manager is not None else list(_CALL_TAGS.get() or [])
+        tokens = self._provider_count(messages)
         with self._lock:
-            self._calls.append(RecordedCall(list(messages), tags))
+            self._calls.append(RecordedCall(list(messages), tags, tokens))
             if self.overflow_above is not None and TAG_NOSTREAM not in tags:
                 size = message_chars(messages)
                 if size > self.overflow_above:
@@ -161,11 +191,14 @@ class FakeToolChatModel(GenericFakeChatModel):
         if callable(item) and not isinstance(item, BaseMessage):
             item = item(messages)
         if isinstance(item, str):
-            return AIMessage(content=item)
+            item = AIMessage(content=item)
         if not isinstance(item, AIMessage):
             raise TypeError(
                 f"FakeToolChatModel: a reply must be an AIMessage or str, not {type(item).__name__}"
             )
+        if tokens is not None and self.report_usage and not item.usage_metadata:
+            usage = {"input_tokens": tokens, "output_tokens": 1, "total_tokens": tokens + 1}
+            item = item.model_copy(update={"usage_metadata": usage})
         return item
 
     def _generate(
