@@ -122,10 +122,12 @@ def estimate_scale(estimator: Any, provider_ratio: float = 1.0) -> float:
     the thread's last request over the estimator's, see
     :mod:`ars_core.provider_size`) replaces the scale when it is larger: it can
     only shrink the budgets."""
-    ratio = max(1.0, float(provider_ratio))
+    ratio = float(provider_ratio)
     if not is_calibrated(estimator):
-        return ratio
-    scale = max(float(estimator.scale or 1.0), ratio)
+        return max(1.0, ratio)
+    scale = float(estimator.scale or 1.0)
+    if ratio > 1.0:
+        scale = max(scale, ratio)
     return scale * (1 + float(estimator.margin or 0.0))
 
 

@@ -110,8 +110,11 @@ def newest_stamp(messages: Sequence[Message]) -> Any:
     :data:`STAMP_REACH` messages, so a history without usage costs a few steps from
     its end)."""
     for i in range(len(messages) - 1, max(-1, len(messages) - 1 - STAMP_REACH), -1):
-        message = messages[i]
-        if message.role == "assistant":
+        message: Any = messages[i]
+        if isinstance(message, Mapping):  # an OpenAI-style dict: it carries no usage
+            if message.get("role") == "assistant":
+                return None
+        elif message.role == "assistant":
             return message.metadata.get(MARK_PROVIDER_COUNT)
     return None
 

@@ -498,6 +498,11 @@ class _Replay:
             report.summary_errors += self.event.summary_error is not None
         return outcome
 
+    def stamped(self, answer: Message, outcome: CallOutcome, input_tokens: int) -> Message:
+        """``answer`` carrying the provider's ``input_tokens`` for the request ``outcome``
+        sent, beside the deciding estimator's count of it."""
+        return stamped(answer, input_tokens, outcome.tokens_after, self.compressor.estimator)
+
     def append(self, message: Message) -> None:
         self.state.append(message)
         self.without += message_tokens(self.estimator, message)
@@ -531,11 +536,9 @@ def replay_messages(
     decides (the engine's default when ``None``); ``counter`` counts the
     report's figures (default: the deciding estimator), e.g. the exact o200k
     count whatever estimator ARS decided with. ``provider`` (``count(messages,
-    system=...)``, e.g. :class:`ars_core.testing.ProviderTokenizer`) stands for a
-    provider that reports usage: each recorded answer enters the history stamped with
-    its count of the request ARS sent (:func:`ars_core.provider_size.stamped`), as an
-    adapter stamps the answer's reported usage.
-    """
+    system=...)``, e.g. :class:`ars_core.testing.ProviderTokenizer`): each answer
+    enters the history stamped with its count of the request ARS sent, as an adapter
+    stamps a reported usage (:func:`ars_core.provider_size.stamped`)."""
     recording = _RecordingBackend(
         backend if backend is not None else FsspecBackend("memory://ars-replay")
     )
@@ -559,8 +562,9 @@ def replay_messages(
                 if on_call is not None:
                     on_call(outcome, system)
                 if provider is not None:
-                    tokens = provider.count(outcome.view, system=system)
-                    message = stamped(message, tokens, outcome.tokens_after, compressor.estimator)
+                    message = replay.stamped(
+                        message, outcome, provider.count(outcome.view, system=system)
+                    )
             replay.append(message)
     report.seconds = time.perf_counter() - started
     report.warnings = collected.records

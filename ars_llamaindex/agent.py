@@ -10,6 +10,9 @@
     the tool results of the current run are compressed too (a plain
     ``FunctionAgent`` keeps them in its scratchpad, out of the memory's reach,
     until the run ends);
+  - gives the memory the input tokens each step's raw response reports, so the
+    next view is sized in the provider's tokens when it counts more than the
+    estimator (:mod:`ars_llamaindex.provider_count`);
   - when the LLM raises a context-length error, asks the memory for a forced
     compaction (L1 + L2, ``compact(force=True)``) and retries once. The
     round's ``started``/``completed`` events are delivered after the retry
@@ -40,6 +43,7 @@ from llama_index.core.workflow import Context
 
 from .convert import system_text
 from .memory import ArsMemory
+from .provider_count import raw_input_tokens
 
 __all__ = [
     "ArsFunctionAgent",
@@ -104,14 +108,17 @@ def chat_with_compaction(
     **kwargs: Any,
 ) -> ChatResponse:
     """``llm.chat`` (or ``chat_with_tools`` when ``tools`` are given) over the
-    memory's view, with the forced path. The response is not stored: ``put`` it."""
+    memory's view, with the forced path. The response is not stored: ``put`` it (its
+    reported usage is kept by the memory, for the next view's sizing)."""
 
     def call(messages: list[ChatMessage]) -> ChatResponse:
         if tools:
             return llm.chat_with_tools(list(tools), chat_history=messages, **kwargs)  # type: ignore[attr-defined, no-any-return]
         return llm.chat(messages, **kwargs)
 
-    return call_with_compaction(memory, call, system_prompt=system_prompt, tools=tools)
+    response = call_with_compaction(memory, call, system_prompt=system_prompt, tools=tools)
+    memory.record_usage(response.message, raw_input_tokens(response.raw))
+    return response
 
 
 async def achat_with_compaction(
@@ -129,7 +136,9 @@ async def achat_with_compaction(
             return await llm.achat_with_tools(list(tools), chat_history=messages, **kwargs)  # type: ignore[attr-defined, no-any-return]
         return await llm.achat(messages, **kwargs)
 
-    return await acall_with_compaction(memory, call, system_prompt=system_prompt, tools=tools)
+    response = await acall_with_compaction(memory, call, system_prompt=system_prompt, tools=tools)
+    await memory.arecord_usage(response.message, raw_input_tokens(response.raw))
+    return response
 
 
 class ArsFunctionAgent(FunctionAgent):
@@ -166,7 +175,7 @@ class ArsFunctionAgent(FunctionAgent):
         if not isinstance(memory, ArsMemory):
             return await super().take_step(ctx, llm_input, tools, memory)
         try:
-            return await super().take_step(ctx, llm_input, tools, memory)
+            return await self._answered(ctx, llm_input, tools, memory)
         except Exception as exc:
             if not memory.is_context_length_error(exc):
                 raise
@@ -185,4 +194,17 @@ class ArsFunctionAgent(FunctionAgent):
             force=True, system_prompt=self.system_prompt, tools=list(tools)
         )
         with rnd:  # started/completed after the retry answered, failed if it raised
-            return await super().take_step(ctx, [*head, *rnd.view], tools, memory)
+            return await self._answered(ctx, [*head, *rnd.view], tools, memory)
+
+    async def _answered(
+        self,
+        ctx: AgentContext,
+        llm_input: list[ChatMessage],
+        tools: Sequence[AsyncBaseTool],
+        memory: ArsMemory,
+    ) -> AgentOutput:
+        """One step; the provider's count of its request (in the raw response) kept by
+        the memory beside its estimate of the view (see :mod:`.provider_count`)."""
+        output = await super().take_step(ctx, llm_input, tools, memory)
+        await memory.arecord_usage(output.response, raw_input_tokens(output.raw))
+        return output

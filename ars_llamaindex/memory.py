@@ -85,6 +85,7 @@ from .convert import system_text, to_core_messages, tool_schemas
 from .eventlog import EVENT_KEY_SUFFIX, RESERVED_KEY_MARK, LoadedState, load_state, record_of
 from .events import EventCallback, dispatch
 from .history import ChatHistory
+from .provider_count import USAGE_KEY_SUFFIX, UsageLog
 from .store import ChatStoreAdapter
 from .summarizer import LLMSummarizer
 
@@ -151,6 +152,7 @@ class ArsMemory(BaseMemory):
     _summarizer_explicit: bool = PrivateAttr(default=False)
     _on_event: EventCallback | None = PrivateAttr(default=None)
     _is_overflow: Callable[[BaseException], bool] = PrivateAttr()
+    _usage: UsageLog = PrivateAttr()
 
     def __init__(
         self,
@@ -182,6 +184,7 @@ class ArsMemory(BaseMemory):
         )
         self._store = ChatStoreAdapter(store)
         self._history = ChatHistory()  # the stored messages converted, incrementally
+        self._usage = UsageLog(self._store, f"{chat_store_key}{USAGE_KEY_SUFFIX}")
         self._config = config or SummaryConfig()
         # a URL or a registered name resolves through the plugin registry
         root: FileBackend = resolve_backend(file_backend) or default_backend()
@@ -343,11 +346,13 @@ class ArsMemory(BaseMemory):
 
     def _load(self) -> LoadedState:
         core, chat = self._converted(self._store.peek(self.chat_store_key, self._known()))
+        core = self._usage.apply(core)  # the last answer's usage stamp (provider_count)
         return load_state(chat, core, self._store.peek(self.event_key), self.chat_store_key)
 
     async def _aload(self) -> LoadedState:
         stored = await self._store.apeek(self.chat_store_key, self._known())
         core, chat = self._converted(stored)
+        core = await self._usage.aapply(core)
         return load_state(chat, core, await self._store.apeek(self.event_key), self.chat_store_key)
 
     def _deliver(self, event: CompressionEvent) -> None:
@@ -382,6 +387,7 @@ class ArsMemory(BaseMemory):
         )
 
     def _round(self, state: LoadedState, outcome: CallOutcome) -> CompactionRound:
+        self._usage.sent(outcome)  # the request a reported usage will measure
         return CompactionRound(
             outcome,
             deliver=self._deliver,
@@ -508,6 +514,15 @@ class ArsMemory(BaseMemory):
     async def aget_all(self) -> list[ChatMessage]:
         return await self._store.aget(self.chat_store_key)
 
+    def record_usage(self, answer: ChatMessage, input_tokens: int | None) -> None:
+        """The provider counted ``input_tokens`` for the request built from the view this
+        memory returned last, answered by ``answer``: kept for the next view's sizing
+        (see :mod:`ars_llamaindex.provider_count`)."""
+        self._usage.record(answer, input_tokens, self._compressor.estimator)
+
+    async def arecord_usage(self, answer: ChatMessage, input_tokens: int | None) -> None:
+        await self._usage.arecord(answer, input_tokens, self._compressor.estimator)
+
     def put(self, message: ChatMessage) -> None:
         self._store.add(self.chat_store_key, [message])
 
@@ -548,11 +563,13 @@ class ArsMemory(BaseMemory):
         self._store.delete(self.chat_store_key)
         self._reread = True
         self._store.delete(self.event_key)
+        self._usage.forget()
 
     async def areset(self) -> None:
         await self._store.adelete(self.chat_store_key)
         self._reread = True
         await self._store.adelete(self.event_key)
+        self._usage.forget()
 
     # ------------------------------------------------------------ inspection
 

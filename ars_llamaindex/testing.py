@@ -21,6 +21,11 @@ so ``FunctionAgent``/``AgentWorkflow`` accept it) that
 ``context_window`` is what ``metadata.context_window`` reports (ARS's T
 follows it when ``summary_threshold`` is not set).
 
+``provider`` (an :class:`ars_core.testing.ProviderTokenizer`) counts every request
+as a provider would (messages, system message, tool schemas): the count is kept in
+:attr:`ScriptedRequest.provider_tokens` and, unless ``report_usage`` is false,
+reported in each response's ``raw["usage"]["input_tokens"]``.
+
 ``tool_call_style="blocks"`` puts calls in ``ToolCallBlock`` blocks (what
 LlamaIndex's newer integrations do); ``"openai"`` puts OpenAI-style dicts in
 ``additional_kwargs["tool_calls"]``.
@@ -128,6 +133,7 @@ class ScriptedRequest:
     tags: dict[str, Any]
     tokens: int
     overflowed: bool
+    provider_tokens: int | None = None
 
     @property
     def is_summary(self) -> bool:
@@ -155,6 +161,8 @@ class ScriptedLLM(MockFunctionCallingLLM):
     _ids: Any = PrivateAttr(default=None)
     _requests: list[ScriptedRequest] = PrivateAttr(default_factory=list)
     _context_window: int | None = PrivateAttr(default=None)
+    _provider: Any = PrivateAttr(default=None)
+    _report_usage: bool = PrivateAttr(default=True)
 
     def __init__(
         self,
@@ -165,10 +173,13 @@ class ScriptedLLM(MockFunctionCallingLLM):
         tool_call_style: Literal["blocks", "openai"] = "blocks",
         summary_reply: str | Callable[[list[ChatMessage]], str] | None = None,
         context_window: int | None = None,
+        provider: Any = None,
+        report_usage: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self._context_window = context_window
+        self._provider, self._report_usage = provider, report_usage
         self._script = list(script) or ["ok"]
         self._max_tokens = max_context_tokens
         self._estimator = estimator or default_estimator()
@@ -219,6 +230,12 @@ class ScriptedLLM(MockFunctionCallingLLM):
         tools = list(kwargs.get("tools") or [])
         tags = dict(active_instrument_tags.get())
         tokens = self.count_tokens(messages, tools)
+        provider_tokens = None
+        if self._provider is not None:
+            core = to_core_messages(messages)
+            system = core.pop(0) if core and core[0].role == "system" else None
+            schemas = tool_schemas(tools) or None
+            provider_tokens = int(self._provider.count(core, system=system, tools=schemas))
         over = self._max_tokens is not None and tokens > self._max_tokens
         self._requests.append(
             ScriptedRequest(
@@ -229,6 +246,7 @@ class ScriptedLLM(MockFunctionCallingLLM):
                 tags=tags,
                 tokens=tokens,
                 overflowed=over,
+                provider_tokens=provider_tokens,
             )
         )
         if over:
@@ -243,6 +261,29 @@ class ScriptedLLM(MockFunctionCallingLLM):
         if callable(item) and not isinstance(item, (ChatMessage, _ToolCalls)):
             item = item(list(messages), tools)
         return self._message(item)
+
+    def _with_usage(self, response: ChatResponse) -> ChatResponse:
+        """``response`` reporting the provider's count of the last request (with a
+        ``provider`` and ``report_usage``)."""
+        tokens = self._requests[-1].provider_tokens if self._requests else None
+        if tokens is not None and self._report_usage:
+            response.raw = {"usage": {"input_tokens": tokens, "output_tokens": 1}}
+        return response
+
+    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        return self._with_usage(super().chat(messages, **kwargs))
+
+    def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> Any:
+        return (self._with_usage(r) for r in super().stream_chat(messages, **kwargs))
+
+    async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> Any:
+        stream = await super().astream_chat(messages, **kwargs)
+
+        async def responses() -> Any:
+            async for response in stream:
+                yield self._with_usage(response)
+
+        return responses()
 
     def _message(self, item: Any) -> ChatMessage:
         if isinstance(item, BaseException):

@@ -29,6 +29,7 @@ from ars_core import (
 from ars_core.engine import CallOutcome
 from ars_core.replay import Run, replay_messages
 from ars_core.summarize import render_prompt
+from ars_core.testing import ProviderTokenizer
 
 from .common import (
     LC,
@@ -53,6 +54,17 @@ POLICIES = (
     "observation masking",
     "deepagents",
 )
+#: ARS with the provider's usage in the messages (the answers stamped as the adapters
+#: stamp ``usage_metadata``), and a provider whose tokenizer counts 1.4x o200k, with
+#: and without usage: a table of their own, requests counted in the provider's tokens
+USAGE_POLICIES = (
+    "ARS, usage (provider = o200k)",
+    "ARS, without tiktoken, usage (provider = o200k)",
+    "ARS, provider 1.4x o200k, no usage",
+    "ARS, provider 1.4x o200k, usage",
+)
+#: the provider that counts more: 1.4 of its tokens per o200k token
+PROVIDER_FACTOR = 1.4
 
 
 @dataclass
@@ -216,10 +228,14 @@ def tokens_ars(
     *,
     calibrate: bool = False,
     options: dict[str, Any] | None = None,
+    provider: ProviderTokenizer | None = None,
+    usage: bool = False,
 ) -> None:
     """Replay ``run`` through ARS. With ``calibrate``, every request's o200k count is fed
     back as the provider's reported usage (what the adapters do with ``usage_metadata``);
-    ``options`` are further :class:`~ars_core.Compressor` keyword arguments."""
+    ``options`` are further :class:`~ars_core.Compressor` keyword arguments. ``provider``
+    counts the requests instead of o200k (T is its window); with ``usage`` each answer
+    carries that count of its request, as an adapter stamps the reported usage."""
     threshold = int(threshold_k * 1024)
     calls_before = [stats.summary_calls]  # summarizer calls when the previous call ended
     if calibrate and estimator is None:
@@ -229,7 +245,10 @@ def tokens_ars(
         if outcome.level == "L2":
             stats.add_summary(calls_before[0])
         calls_before[0] = stats.summary_calls
-        sent = o200k.request(sys_msg, outcome.view)
+        if provider is None:
+            sent = o200k.request(sys_msg, outcome.view)
+        else:
+            sent = provider.count(outcome.view, system=sys_msg)
         stats.add_request(sent, threshold)
         if calibrate:
             estimator.calibrate(estimated=outcome.tokens_after, actual=sent)
@@ -242,6 +261,7 @@ def tokens_ars(
         backend=FsspecBackend("memory://bench-tokens"),
         on_call=on_call,
         compressor_options=options,
+        provider=provider if usage else None,
     )
 
 
@@ -375,13 +395,25 @@ def _row(
     run_list: Sequence[Run], k: float, keep: int, o200k: O200k, lc: LC, tmp: Path
 ) -> dict[str, TokenStats]:
     threshold = int(k * 1024)
-    row = {name: TokenStats() for name in POLICIES}
+    row = {name: TokenStats() for name in (*POLICIES, *USAGE_POLICIES)}
+    same, more = ProviderTokenizer(1.0, o200k.est), ProviderTokenizer(PROVIDER_FACTOR, o200k.est)
     for i, run in enumerate(run_list):
         tokens_none(run, threshold, o200k, row["no compression"])
         tokens_ars(run, k, o200k, row["ARS"], keep)
         tokens_ars(run, k, o200k, row["ARS, without tiktoken"], keep, default_without_tiktoken())
         tokens_ars(run, k, o200k, row["ARS, o200k estimator"], keep, o200k.est)
         tokens_ars(run, k, o200k, row["ARS, usage-calibrated"], keep, calibrate=True)
+        usage = row["ARS, usage (provider = o200k)"]
+        tokens_ars(run, k, o200k, usage, keep, provider=same, usage=True)
+        approx = row["ARS, without tiktoken, usage (provider = o200k)"]
+        tokens_ars(
+            run, k, o200k, approx, keep, default_without_tiktoken(), provider=same, usage=True
+        )
+        without = row["ARS, provider 1.4x o200k, no usage"]
+        tokens_ars(run, k, o200k, without, keep, provider=more)
+        tokens_ars(
+            run, k, o200k, row["ARS, provider 1.4x o200k, usage"], keep, provider=more, usage=True
+        )
         tokens_langchain(run, threshold, o200k, row["LangChain"], keep, lc)
         tokens_masking(run, threshold, o200k, row["observation masking"], keep)
         tokens_deepagents(run, threshold, o200k, row["deepagents"], keep, lc, tmp / f"tok-{k}-{i}")
@@ -484,8 +516,48 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
             "uncompressed tokens (requests at or below T are sent whole, so the share "
             "grows with T; no issue or requirement sets a share)."
         )
-    lines += ["", *_default_configuration(data), ""]
+    lines += ["", *_default_configuration(data), "", *_with_usage(data), ""]
     return lines
+
+
+def _with_usage(data: dict[str, Any]) -> list[str]:
+    """Requests above T with the provider's usage in the messages, and for a provider
+    whose tokenizer counts more than o200k."""
+    rows = []
+    for k in data["thresholds"]:
+        row = data["table"][k]
+        for name in USAGE_POLICIES:
+            s = row.get(name)
+            if s is None:  # a result recorded before these rows existed
+                continue
+            figures = (s.total, s.peak, s.requests, s.over, s.summaries)
+            rows.append([f"{int(k * 1024):,}", name, *(f"{f:,}" for f in figures)])
+    met = all(
+        data["table"][k][name].over == 0
+        for k in data["thresholds"]
+        for name in USAGE_POLICIES
+        if not name.endswith("no usage") and name in data["table"][k]
+    )
+    header = ["T (tokens)", "policy", "total tokens", "peak", "requests", "over T", "summaries"]
+    return [
+        "### Requests above T with the provider's usage in the messages",
+        "",
+        "Each answer carries the provider's count of the request that produced it, stamped "
+        "beside ARS's own count as the adapters stamp `usage_metadata` (`ars_core.provider_size`"
+        "); the next call sizes its budgets by that ratio when the provider counted more. "
+        '"provider = o200k": the provider counts as o200k (the requests counted in o200k); '
+        f'"provider {PROVIDER_FACTOR}x o200k": a provider whose tokenizer counts '
+        f"{PROVIDER_FACTOR} of its tokens per o200k token and whose window is T of its tokens "
+        "(the requests counted in its tokens), ARS deciding with its default estimator.",
+        "",
+        *table(header, rows, "rlrrrrr"),
+        "",
+        target(
+            "0 requests above T (in the provider's tokens) with usage in the messages, with "
+            f"and without tiktoken, and for a provider counting {PROVIDER_FACTOR}x o200k",
+            met,
+        ),
+    ]
 
 
 def _default_configuration(data: dict[str, Any]) -> list[str]:

@@ -27,6 +27,7 @@ from ars_core import (
 )
 from ars_core.l1 import offload_body, sha256_text, truncation_marker
 from ars_core.messages import message_from_dict, message_to_dict
+from ars_core.provider_size import MARK_PROVIDER_COUNT
 from ars_core.testing import FailingBackend
 from ars_langchain import ArsSummarizationMiddleware, from_core, to_core
 from ars_langchain.testing import FakeToolChatModel, tool_call
@@ -351,6 +352,10 @@ def test_l2_summary_event_and_files(
 
     state = result.state["messages"]
     assert state[:7] == seed  # state messages untouched
+    # the answer carries the provider's count of its request beside ARS's (provider_size)
+    record = state[7].response_metadata["ars"][MARK_PROVIDER_COUNT]
+    assert record["input_tokens"] == 555 and record["estimated"] == usages[0]["estimated_tokens"]
+    answer = answer.model_copy(update={"response_metadata": {"ars": {MARK_PROVIDER_COUNT: record}}})
     assert state[7:] == [answer, HumanMessage("and now?", id="h-next"), later]
 
     event = result.state["_summarization_event"]

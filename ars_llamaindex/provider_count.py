@@ -1,0 +1,138 @@
+"""The provider's count of each request, for an :class:`~ars_llamaindex.ArsMemory`.
+
+Where the usage is in LlamaIndex: a ``ChatResponse`` carries it (``raw``, the
+provider's own response: OpenAI's ``usage.prompt_tokens``, Anthropic's
+``usage.input_tokens`` plus its cache reads and writes, Gemini's
+``usage_metadata.prompt_token_count``), but the ``ChatMessage`` an agent stores
+in its memory (``response.message``) does not: ``FunctionAgent`` puts the
+message alone in the memory, the raw response only in its ``AgentOutput``. Nor can
+ARS write its stamp into that message: ``additional_kwargs`` are sent on to some
+providers, which reject unknown fields.
+
+So :class:`~ars_llamaindex.ArsFunctionAgent` reads the usage of each step's raw
+response (:func:`raw_input_tokens`) and hands it to the memory
+(``ArsMemory.record_usage``), and :class:`UsageLog` keeps the stamp
+(:func:`ars_core.provider_size.stamp`: the provider's count beside the estimate of
+the view the memory last returned) in the chat store under ``<key>::ars_usage``,
+with the key of the answer it came with, so a new process reads it back. When the
+memory builds the next view, the newest assistant message gets the stamp if it is
+that answer (:meth:`UsageLog.apply`), and the engine sizes the call by it as it
+does for LangChain's answers. A memory driven by another agent (no raw response
+reaches it) sizes by the estimator alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from llama_index.core.base.llms.types import ChatMessage
+
+from ars_core import Message
+from ars_core.adapter import MARK_PROVIDER_COUNT, message_key, stamp
+
+from .convert import to_core_messages
+
+__all__ = ["USAGE_KEY_SUFFIX", "UsageLog", "raw_input_tokens"]
+
+#: suffix of the chat-store key of a conversation's last usage stamp
+USAGE_KEY_SUFFIX = "::ars_usage"
+#: the record's field in its ``ChatMessage.additional_kwargs``
+_FIELD = "ars_usage"
+_UNREAD: Any = object()
+
+
+def _get(obj: Any, key: str) -> Any:
+    return obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def raw_input_tokens(raw: Any) -> int | None:
+    """The input tokens a provider's raw response reports, cache reads and writes
+    included (Anthropic reports them apart); ``None`` when it reports none."""
+    usage = _get(raw, "usage") if raw is not None else None
+    if usage is None and raw is not None:
+        usage = _get(raw, "usage_metadata")
+    if usage is None:
+        return None
+    for name in ("prompt_tokens", "prompt_token_count"):  # OpenAI, Gemini: cache included
+        value = _int(_get(usage, name))
+        if value is not None:
+            return value
+    value = _int(_get(usage, "input_tokens"))
+    if value is None:
+        return None
+    cached = ("cache_read_input_tokens", "cache_creation_input_tokens")
+    return value + sum(_int(_get(usage, name)) or 0 for name in cached)
+
+
+class UsageLog:
+    """The last answer's usage stamp of one conversation (see the module docstring)."""
+
+    def __init__(self, store: Any, key: str) -> None:
+        self._store, self.key = store, key
+        self._record: Any = _UNREAD
+        self._outcome: Any = None  # the outcome of the view the memory last returned
+
+    def sent(self, outcome: Any) -> None:
+        """The memory returned the view of ``outcome``: the request a usage will measure."""
+        self._outcome = outcome
+
+    def _made(self, answer: ChatMessage, input_tokens: int | None, estimator: Any) -> Any:
+        if not input_tokens or self._outcome is None:
+            return None
+        core = to_core_messages([answer])[0]
+        estimated = int(self._outcome.tokens_after)
+        record = {"answer": message_key(core), "stamp": stamp(input_tokens, estimated, estimator)}
+        self._record = record
+        return [ChatMessage(role="system", content="", additional_kwargs={_FIELD: record})]
+
+    def record(self, answer: ChatMessage, input_tokens: int | None, estimator: Any) -> None:
+        """Keep the provider's ``input_tokens`` for the request that ``answer`` answered."""
+        made = self._made(answer, input_tokens, estimator)
+        if made is not None:
+            self._store.set(self.key, made)
+
+    async def arecord(self, answer: ChatMessage, input_tokens: int | None, estimator: Any) -> None:
+        made = self._made(answer, input_tokens, estimator)
+        if made is not None:
+            await self._store.aset(self.key, made)
+
+    def _read(self, stored: Sequence[ChatMessage]) -> Any:
+        record = stored[-1].additional_kwargs.get(_FIELD) if stored else None
+        self._record = record if isinstance(record, Mapping) else None
+        return self._record
+
+    def apply(self, core: list[Message]) -> list[Message]:
+        """``core`` with its newest assistant message stamped, when it is the recorded
+        answer (the record is read from the store once)."""
+        if self._record is _UNREAD:
+            self._read(self._store.peek(self.key))
+        return _stamped(core, self._record)
+
+    async def aapply(self, core: list[Message]) -> list[Message]:
+        if self._record is _UNREAD:
+            self._read(await self._store.apeek(self.key))
+        return _stamped(core, self._record)
+
+    def forget(self) -> None:
+        """The conversation was reset: no record until one is made."""
+        self._record = None
+
+
+def _stamped(core: list[Message], record: Any) -> list[Message]:
+    if not record:
+        return core
+    for i in range(len(core) - 1, max(-1, len(core) - 257), -1):
+        message = core[i]
+        if message.role != "assistant":
+            continue
+        if MARK_PROVIDER_COUNT in message.metadata or message_key(message) != record["answer"]:
+            return core
+        copy = list(core)
+        copy[i] = message.with_content(message.content, **{MARK_PROVIDER_COUNT: record["stamp"]})
+        return copy
+    return core
