@@ -434,9 +434,14 @@ class _Replay:
     the running size of the uncompressed request."""
 
     def __init__(
-        self, compressor: Compressor, estimator: Estimator, system: Message | None
+        self,
+        compressor: Compressor,
+        estimator: Estimator,
+        system: Message | None,
+        provider: Any = None,
     ) -> None:
         self.compressor = compressor
+        self.provider = provider  #: counts each request as the provider does (or None)
         self.estimator = estimator  #: counts the figures of the report
         self.system = system
         self.extra = estimator.count([], system=system)  # the system message's share
@@ -498,10 +503,13 @@ class _Replay:
             report.summary_errors += self.event.summary_error is not None
         return outcome
 
-    def stamped(self, answer: Message, outcome: CallOutcome, input_tokens: int) -> Message:
-        """``answer`` carrying the provider's ``input_tokens`` for the request ``outcome``
-        sent, beside the deciding estimator's count of it."""
-        return stamped(answer, input_tokens, outcome.tokens_after, self.compressor.estimator)
+    def stamped(self, answer: Message, outcome: CallOutcome) -> Message:
+        """``answer`` carrying the provider's count of the request ``outcome`` sent,
+        beside the deciding estimator's count of it (as it is without a provider)."""
+        if self.provider is None:
+            return answer
+        tokens = self.provider.count(outcome.view, system=self.system)
+        return stamped(answer, tokens, outcome.tokens_after, self.compressor.estimator)
 
     def append(self, message: Message) -> None:
         self.state.append(message)
@@ -552,7 +560,7 @@ def replay_messages(
     history = list(messages)
     system = history.pop(0) if history and history[0].role == "system" else None
     offset = 1 if system is not None else 0
-    replay = _Replay(compressor, est, system)
+    replay = _Replay(compressor, est, system, provider)
     report = RunReport(name=name, source=source, messages=len(messages))
     started = time.perf_counter()
     with _collect_warnings() as collected:
@@ -561,10 +569,7 @@ def replay_messages(
                 outcome = replay.record(message, report, i + offset, config.threshold_tokens)
                 if on_call is not None:
                     on_call(outcome, system)
-                if provider is not None:
-                    message = replay.stamped(
-                        message, outcome, provider.count(outcome.view, system=system)
-                    )
+                message = replay.stamped(message, outcome)
             replay.append(message)
     report.seconds = time.perf_counter() - started
     report.warnings = collected.records
