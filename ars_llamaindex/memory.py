@@ -386,8 +386,10 @@ class ArsMemory(BaseMemory):
             thread=self.chat_store_key,
         )
 
-    def _round(self, state: LoadedState, outcome: CallOutcome) -> CompactionRound:
-        self._usage.sent(outcome)  # the request a reported usage will measure
+    def _round(
+        self, state: LoadedState, outcome: CallOutcome, options: CallOptions
+    ) -> CompactionRound:
+        self._usage.sent(outcome, options.system, options.tools)  # what a usage measures
         return CompactionRound(
             outcome,
             deliver=self._deliver,
@@ -408,9 +410,8 @@ class ArsMemory(BaseMemory):
         state = self._load()
         options = self._options(state, system_prompt, tools, force=force)
         # the events are held: the CompactionRound delivers them after the model call
-        rnd = self._round(
-            state, self._compressor.compact(state.core, hold_events=True, options=options)
-        )
+        outcome = self._compressor.compact(state.core, hold_events=True, options=options)
+        rnd = self._round(state, outcome, options)
         with rnd.failing():  # the event could not be persisted: the round failed
             if (record := record_of(state, rnd.outcome)) is not None:
                 self._store.add(self.event_key, [record])
@@ -427,7 +428,7 @@ class ArsMemory(BaseMemory):
         state = await self._aload()
         options = self._options(state, system_prompt, tools, force=force)
         outcome = await self._compressor.acompact(state.core, hold_events=True, options=options)
-        rnd = self._round(state, outcome)
+        rnd = self._round(state, outcome, options)
         with rnd.failing():
             if (record := record_of(state, rnd.outcome)) is not None:
                 await self._store.aadd(self.event_key, [record])

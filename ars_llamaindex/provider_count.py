@@ -75,17 +75,30 @@ class UsageLog:
     def __init__(self, store: Any, key: str) -> None:
         self._store, self.key = store, key
         self._record: Any = _UNREAD
-        self._outcome: Any = None  # the outcome of the view the memory last returned
+        self._sent: Any = None  # the estimate of the view the memory last returned
 
-    def sent(self, outcome: Any) -> None:
-        """The memory returned the view of ``outcome``: the request a usage will measure."""
-        self._outcome = outcome
+    def sent(self, outcome: Any, system: Any, tools: Any) -> None:
+        """The memory returned the view of ``outcome`` (with ``system`` and ``tools``): the
+        request a usage will measure. Its estimate is kept when it is known; else the
+        view's messages (not the engine's list, which the history grows in place), to
+        be counted only if a usage comes."""
+        if outcome.counted:
+            self._sent = int(outcome.tokens_after)
+        else:
+            self._sent = (tuple(outcome.view), system, tools)
+
+    def _estimate(self, estimator: Any) -> int | None:
+        sent = self._sent
+        if isinstance(sent, tuple):
+            view, system, tools = sent
+            return int(estimator.count(list(view), system=system, tools=tools))
+        return None if sent is None else int(sent)
 
     def _made(self, answer: ChatMessage, input_tokens: int | None, estimator: Any) -> Any:
-        if not input_tokens or self._outcome is None:
+        estimated = self._estimate(estimator) if input_tokens else None
+        if not input_tokens or estimated is None:
             return None
         core = to_core_messages([answer])[0]
-        estimated = int(self._outcome.tokens_after)
         record = {"answer": message_key(core), "stamp": stamp(input_tokens, estimated, estimator)}
         self._record = record
         return [ChatMessage(role="system", content="", additional_kwargs={_FIELD: record})]
