@@ -1,6 +1,6 @@
 """The effects the flow asks for, and the two shells that carry them out.
 
-:mod:`ars_core.flow` decides; it does no I/O. It *yields* one of six effects
+:mod:`ars_core.flow` decides; it does no I/O. It *yields* one of seven effects
 and receives its result:
 
 * :class:`CallModel` -> a :class:`ModelResult` (the response, or the error),
@@ -13,7 +13,12 @@ and receives its result:
   the summary call's retries and timeout are :mod:`ars_core.summary_call`'s;
   on a local folder the flush of the archive's folder may still be running
   (``Archived.pending``: where the archive is once that succeeds),
-* :class:`SettleArchive` -> the final :class:`Archived` of that pending write,
+* :class:`BeginArchive` -> nothing: on a local folder the archive's write starts
+  in a writing thread beside the round's next steps (the summary's input is built
+  meanwhile); :class:`ArchiveAndSummarize` waits until the file is whole under its
+  name before it asks for the summary,
+* :class:`SettleArchive` -> the final :class:`Archived` of that pending write
+  (``forget``: waited for and dropped, the round chose its cutoff again),
 * :class:`Emit` -> nothing (the stream event is delivered).
 
 :class:`Write` ``beside`` (a round's offloads) on a local folder is staged
@@ -22,12 +27,13 @@ renames and folders' flush run in a writing thread, which mostly waits on the
 disk, until the flow settles it, before anything naming those files is sent.
 :func:`dispatch` maps an effect to its handler, once, for both shells.
 :class:`SyncEffects` runs them in order (archive, then summary; on a local
-folder the archive's file is written and flushed first, and the flush of its
-folder, which makes its name durable, runs in a writing thread beside the
-summary and the flow's next steps until the flow settles it, before the view
-naming it is sent); :class:`AsyncEffects` awaits them and runs archive and
-summary concurrently in an anyio task group. :func:`run_sync` / :func:`run_async` drive a flow to
-its return value.
+folder the archive's write, begun by :class:`BeginArchive`, runs in a writing
+thread while the flow builds the summary's input: the summary is asked for once
+the file is whole under its name, its bytes flushed, and the flush of its folder,
+which makes its name durable, runs on beside the summary and the flow's next steps
+until the flow settles it, before the view naming it is sent); :class:`AsyncEffects`
+awaits them and runs archive and summary concurrently in an anyio task group.
+:func:`run_sync` / :func:`run_async` drive a flow to its return value.
 """
 
 from __future__ import annotations
@@ -65,6 +71,7 @@ __all__ = [
     "ArchiveAndSummarize",
     "Archived",
     "AsyncEffects",
+    "BeginArchive",
     "CallModel",
     "Effect",
     "Emit",
@@ -111,6 +118,14 @@ class SettleWrites:
 
 
 @attrs.frozen
+class BeginArchive:
+    """Start writing the history archive beside the round's next steps (on a local
+    folder; elsewhere :class:`ArchiveAndSummarize` writes it)."""
+
+    archive: HistoryArchive
+
+
+@attrs.frozen
 class ArchiveAndSummarize:
     """Write the history archive and make the summary call (retries included)."""
 
@@ -134,7 +149,11 @@ class Archived:
 
 @attrs.frozen
 class SettleArchive:
-    """Wait for the pending history archive write (the flush of its folder)."""
+    """Wait for the pending history archive write (the flush of its folder); with
+    ``forget``, a write begun by :class:`BeginArchive` is waited for and dropped (the
+    round chose its cutoff again: nothing names that file)."""
+
+    forget: bool = False
 
 
 @attrs.frozen
@@ -152,7 +171,9 @@ class ModelResult:
     error: BaseException | None = None
 
 
-Effect = CallModel | Write | SettleWrites | ArchiveAndSummarize | SettleArchive | Emit
+Effect = (
+    CallModel | Write | SettleWrites | BeginArchive | ArchiveAndSummarize | SettleArchive | Emit
+)
 #: per backend, the paths already written by this process
 WrittenPaths = weakref.WeakKeyDictionary[Any, set[str]]
 SummaryOutcome = tuple[Archived, SummaryResult | SummarizerError]
@@ -166,6 +187,7 @@ def describe(exc: BaseException) -> str:
 class _Handlers(Protocol):
     def call_model(self, effect: CallModel) -> Any: ...
     def write(self, effect: Write) -> Any: ...
+    def begin_archive(self, effect: BeginArchive) -> Any: ...
     def archive_and_summarize(self, effect: ArchiveAndSummarize) -> Any: ...
     def settle_archive(self, effect: SettleArchive) -> Any: ...
     def settle_writes(self, effect: SettleWrites) -> Any: ...
@@ -178,6 +200,8 @@ def dispatch(effect: Effect, handlers: _Handlers) -> Any:
         return handlers.call_model(effect)
     if isinstance(effect, Write):
         return handlers.write(effect)
+    if isinstance(effect, BeginArchive):
+        return handlers.begin_archive(effect)
     if isinstance(effect, ArchiveAndSummarize):
         return handlers.archive_and_summarize(effect)
     if isinstance(effect, SettleArchive):
@@ -320,6 +344,35 @@ def _finish(ledger: _Ledger, finish: Callable[[], dict[str, Exception]]) -> set[
     return ledger.failed
 
 
+@attrs.frozen
+class _BesideArchive:
+    """A history archive written in a writing thread: ``named`` gives its plan once the
+    file is whole under its name, its bytes on disk; ``done`` the paths whose write
+    failed once its folder is flushed too."""
+
+    archive: HistoryArchive
+    named: Future[ArchivePlan]
+    done: Future[set[str]]
+
+
+def _write_archive(
+    effects: SyncEffects, archive: HistoryArchive, named: Future[ArchivePlan]
+) -> set[str]:
+    """Plan ``archive`` and write it to the local folder of ``effects`` (a writing
+    thread's job): ``named`` is set (or fails) once the file is whole under its name;
+    the paths that failed, once its folder is flushed."""
+    try:
+        plan = effects.archives.plan(effects.backend, archive)
+        ledger = _Ledger(effects.written, effects.backend, (plan.write,) if plan.write else ())
+        backend = cast(FsspecBackend, effects.backend)
+        finish = backend.begin_files((w.path, w.pieces) for w in ledger.todo)
+    except BaseException as exc:
+        named.set_exception(exc)
+        raise
+    named.set_result(plan)
+    return _finish(ledger, finish)
+
+
 @attrs.define
 class SyncEffects:
     """Carries out effects in the calling thread, in order."""
@@ -330,10 +383,8 @@ class SyncEffects:
     deliver: Callable[[CompressionEvent], None]
     written: WrittenPaths
     archives: ArchiveLog = attrs.field(factory=ArchiveLog)
-    #: the history archive being written in a writing thread (:meth:`start_archive`)
-    pending: tuple[Future[set[str]], HistoryArchive, ArchivePlan] | None = attrs.field(
-        default=None, init=False
-    )
+    #: the history archive being written in a writing thread (:meth:`begin_archive`)
+    beside: _BesideArchive | None = attrs.field(default=None, init=False)
     #: the files of a :class:`Write` ``beside`` the flow, being written in a writing thread
     writing: Future[set[str]] | None = attrs.field(default=None, init=False)
 
@@ -371,27 +422,56 @@ class SyncEffects:
     def summarize(self, effect: ArchiveAndSummarize) -> SummaryResult | SummarizerError:
         return call_sync(self.summarizer, effect.call)
 
+    def begin_archive(self, effect: BeginArchive) -> None:
+        """On a local folder (:func:`barrier_beside`), start writing ``effect.archive`` in
+        a writing thread (its plan, its file, the barrier, its name, its folder's flush)
+        while the round goes on; elsewhere :meth:`start_archive` writes it."""
+        if barrier_beside(self.backend):
+            self._begin(effect.archive)
+
+    def _begin(self, archive: HistoryArchive) -> _BesideArchive:
+        named: Future[ArchivePlan] = Future()
+        done = in_background(_write_archive, self, archive, named)
+        self.beside = _BesideArchive(archive, named, done)
+        return self.beside
+
+    def beside_archive(self, archive: HistoryArchive) -> _BesideArchive:
+        """The write of ``archive`` begun beside the round (begun now if it was not)."""
+        beside = self.beside
+        return beside if beside is not None and beside.archive is archive else self._begin(archive)
+
+    def wait_named(self, beside: _BesideArchive) -> ArchivePlan:
+        """Wait until the archive written beside is whole under its name: its plan."""
+        return beside.named.result()
+
     def start_archive(self, archive: HistoryArchive) -> Archived:
         """Plan ``archive`` and write it. On a local folder (:func:`barrier_beside`) the
-        file is whole under its name, its bytes on disk, when this returns; the flush
-        of its folder (the name made durable) runs in a writing thread while the round
-        goes on: the result is ``pending`` until :meth:`settle_archive`."""
-        plan = self.archives.plan(self.backend, archive)
-        if plan.write is None or not barrier_beside(self.backend):
+        file is whole under its name, its bytes on disk, when this returns (written in a
+        writing thread, begun by :meth:`begin_archive`); the flush of its folder (the
+        name made durable) runs there while the round goes on: the result is
+        ``pending`` until :meth:`settle_archive`."""
+        if not barrier_beside(self.backend):
+            plan = self.archives.plan(self.backend, archive)
             todo = _Ledger(self.written, self.backend, (plan.write,)) if plan.write else None
             failed = self._write_now(todo) if todo is not None else set()
             return _archived(self.archives, self.backend, archive, plan, failed)
-        ledger = _Ledger(self.written, self.backend, (plan.write,))
-        backend = cast(FsspecBackend, self.backend)
-        finish = backend.begin_files((w.path, w.pieces) for w in ledger.todo)
-        self.pending = (in_background(_finish, ledger, finish), archive, plan)
+        plan = self.wait_named(self.beside_archive(archive))
+        if plan.write is None:  # this process already wrote it: nothing is pending
+            self.beside = None
+            return _archived(self.archives, self.backend, archive, plan, set())
         return Archived(plan.path, plan.continues, pending=True)
 
-    def settle_archive(self, effect: SettleArchive) -> Archived:
-        """The outcome of the pending archive write, once it is durable (or failed)."""
-        assert self.pending is not None, "no archive write is pending"
-        (done, archive, plan), self.pending = self.pending, None
-        return _archived(self.archives, self.backend, archive, plan, done.result())
+    def settle_archive(self, effect: SettleArchive) -> Archived | None:
+        """The outcome of the pending archive write, once it is durable (or failed);
+        ``None`` for a write the round forgets (``effect.forget``), once it is over."""
+        beside, self.beside = self.beside, None
+        if effect.forget:
+            if beside is not None:
+                wait([beside.done])
+            return None
+        assert beside is not None, "no archive write is pending"
+        failed = beside.done.result()
+        return _archived(self.archives, self.backend, beside.archive, beside.named.result(), failed)
 
     def settle_writes(self, effect: SettleWrites) -> set[str]:
         """The paths whose write started beside the flow failed, once the others are
@@ -457,13 +537,18 @@ class AsyncEffects:
         failed = (await self.write(Write((plan.write,))) if plan.write else None) or set()
         return _archived(self.sync.archives, backend, archive, plan, failed)
 
+    def begin_archive(self, effect: BeginArchive) -> None:
+        self.sync.begin_archive(effect)  # only hands the write to a writing thread
+
     async def archive_and_summarize(self, effect: ArchiveAndSummarize) -> SummaryOutcome:
         results: dict[str, Any] = {}
 
         async def archive() -> None:
-            if barrier_beside(self.sync.backend):  # planned off the loop, written beside
-                start = self.sync.start_archive
-                results["archive"] = await anyio.to_thread.run_sync(start, effect.archive)
+            if barrier_beside(self.sync.backend):  # written beside: its name awaited off the loop
+                named = self.sync.beside_archive(effect.archive).named
+                if not named.done():
+                    await anyio.to_thread.run_sync(wait, [named])
+                results["archive"] = self.sync.start_archive(effect.archive)
             else:
                 results["archive"] = await self.archive(effect.archive)
 
@@ -475,10 +560,10 @@ class AsyncEffects:
             tg.start_soon(summarize)
         return results["archive"], results["summary"]
 
-    async def settle_archive(self, effect: SettleArchive) -> Archived:
-        pending = self.sync.pending
-        if pending is not None and not pending[0].done():  # wait off the loop
-            await anyio.to_thread.run_sync(wait, [pending[0]])
+    async def settle_archive(self, effect: SettleArchive) -> Archived | None:
+        beside = self.sync.beside
+        if beside is not None and not beside.done.done():  # wait off the loop
+            await anyio.to_thread.run_sync(wait, [beside.done])
         return self.sync.settle_archive(effect)
 
     async def settle_writes(self, effect: SettleWrites) -> set[str]:

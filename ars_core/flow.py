@@ -54,6 +54,7 @@ from .cutoff import choose_cut, conversation_tokens
 from .effects import (
     ArchiveAndSummarize,
     Archived,
+    BeginArchive,
     CallModel,
     Effect,
     Emit,
@@ -85,13 +86,8 @@ from .l2 import (
 from .memo import Memo
 from .messages import Message
 from .provider_size import provider_ratio
-from .retention import (
-    Retention,
-    audit_retention,
-    is_user_request,
-    task_retention,
-    view_text,
-)
+from .retention import Retention, audit_retention, view_text
+from .retention_log import log_retention
 from .stream import CompressionEvent
 from .summarize import (
     ExtractiveSummarizer,
@@ -364,7 +360,7 @@ def _level2(r: CallState, l1: L1View, cut: Cut) -> Flow:
         if archived.error is not None:
             summarized = attrs.evolve(summarized, archived=_archive_failed(archived))
             new_event, sent, retention, text = yield from _compose(r, l1, cut, summarized)
-    _report(cut, sent.view, text, retention)
+    log_retention(cut, sent.view, text, retention)
     view = r.send(sent.view)
     result = yield CallModel(view)
     if result.error is not None:
@@ -404,49 +400,6 @@ def _compose(
     return new_event, sent, retention, text
 
 
-def _report(cut: Cut, view: Sequence[Message], text: str, retention: Retention) -> None:
-    """The retention audit of the view this round sends (the task: every user
-    request up to the cutoff, and what the agent may need from the newly summarized
-    messages: files, commands, errors, tool-call ids), in the log: one INFO line,
-    and a WARNING only when the model no longer sees the task at all, or the
-    newest request (nothing left of it in the view)."""
-    if not retention.missing:
-        return
-    total = len(retention.missing) + len(retention.found)
-    lost = _lost_requests(cut, view, text, retention)
-    if lost:
-        log.warning(
-            "ARS: after summarizing, the model no longer sees %s; the summary left it "
-            "out (the full messages stay in the state and the history archive)",
-            lost,
-        )
-    else:
-        log.info(
-            "ARS: summary round: the view keeps %d of %d things the agent may need "
-            "(%.0f%% of the task statement); only in the archived history: %s",
-            len(retention.found),
-            total,
-            100 * retention.task_fraction,
-            "; ".join(retention.missing),
-        )
-
-
-def _lost_requests(cut: Cut, view: Sequence[Message], text: str, retention: Retention) -> str:
-    """What the model no longer sees of the user's requests, in words ("" when
-    nothing): the whole task statement, or the newest request when it was
-    summarized (no later request kept) and nothing of it is in the view (whose
-    :func:`~ars_core.retention.view_text` is ``text``)."""
-    if not cut.task:
-        return ""
-    if retention.task_fraction == 0:
-        return "the task (none of the user's requests up to the cutoff)"
-    if any(is_user_request(m) for m in view[1:]):
-        return ""  # a newer request is kept whole
-    if task_retention(cut.task[-1], text) == 0:
-        return "the user's newest request"
-    return ""
-
-
 @attrs.frozen
 class _Summarized:
     """What the summary step made: the summary (or the error it failed with), its
@@ -464,6 +417,7 @@ def _summarize(r: CallState, l1: L1View, cut: Cut) -> Generator[Effect, Any, _Su
     an offload written beside the round failed (before the summary is asked for)."""
     s = r.settings
     archive = HistoryArchive.of(r.raw[cut.start : cut.local], start=cut.previous, thread=r.thread)
+    yield BeginArchive(archive)  # written beside the input's build; whole before the summary
     history = l1.view[: cut.local]
     budget, task_room = s.summary_input_tokens or default_input_budget(r.threshold), None
     if s.lean_rounds and not s.summary_input_tokens:
@@ -482,6 +436,7 @@ def _summarize(r: CallState, l1: L1View, cut: Cut) -> Generator[Effect, Any, _Su
         task=tuple(cut.task),
     )
     if (redo := (yield from _settle(r, l1))) is not None:  # the input names the offloads
+        yield SettleArchive(forget=True)  # the cut is chosen again: this archive is not named
         return redo
     archived, summary = yield ArchiveAndSummarize(archive, call)
     checked, fallback = _checked(r, cut, summary, call, task)

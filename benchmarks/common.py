@@ -278,7 +278,7 @@ class DiskWait:
     """How long the timing thread waits on the disk barrier: inside ARS's flushes of a
     step's files and of their folders (its own ``fsync`` calls, or waiting for its
     flushing threads), and while it waits for what ran beside the round (the history
-    archive's folder flush, the offloads' barrier). :meth:`installed` wraps those
+    archive's write and its folder's flush, the offloads' barrier). :meth:`installed` wraps those
     functions while the rounds run (nothing else is changed: every fsync still
     happens in the round)."""
 
@@ -308,6 +308,7 @@ class DiskWait:
             (_local_files, "_flush_all"),
             (_local_files, "flush_folders"),
             (files, "flush_folders"),
+            (effects.SyncEffects, "wait_named"),  # the archive's write, begun beside
             (effects.SyncEffects, "settle_archive"),
             (effects.SyncEffects, "settle_writes"),  # the offloads' barrier, beside the round
         ]
