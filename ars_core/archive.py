@@ -70,8 +70,39 @@ def archive_line(message: Message) -> tuple[bytes, bytes]:
 
 
 def _encoded(message: Message) -> tuple[bytes, bytes]:
-    line = encode_text(_json(message_to_dict(message)))
+    line = encode_text(_message_json(message))
     return line, hashlib.sha256(line).digest()
+
+
+def _message_json(m: Message) -> str:
+    """``_json(message_to_dict(m))``, the same text, written from the message's fields
+    (no dict of them made first) for a message whose content is a string; one with
+    content parts goes through :func:`message_to_dict`."""
+    content = m.content
+    if not isinstance(content, str):
+        return _json(message_to_dict(m))
+    parts = ['{"role": ', _value(m.role), ', "content": ', _string(content)]
+    if m.id is not None:
+        parts += (', "id": ', _value(m.id))
+    if m.name is not None:
+        parts += (', "name": ', _value(m.name))
+    if m.tool_calls:
+        opening = ', "tool_calls": [{"id": '
+        for c in m.tool_calls:
+            parts += (opening, _value(c.id), ', "name": ', _value(c.name), ', "args": ')
+            parts += (_ENCODER.encode(dict(c.args)), "}")
+            opening = ', {"id": '
+        parts.append("]")
+    if m.tool_call_id is not None:
+        parts += (', "tool_call_id": ', _value(m.tool_call_id))
+    if m.metadata:
+        parts += (', "metadata": ', _ENCODER.encode(dict(m.metadata)))
+    parts.append("}")
+    return "".join(parts)
+
+
+def _value(value: Any) -> str:
+    return _string(value) if isinstance(value, str) else _ENCODER.encode(value)
 
 
 def _json(fields: dict[str, Any]) -> str:
@@ -79,13 +110,12 @@ def _json(fields: dict[str, Any]) -> str:
     once (a message's text is copied once, as the encoder's own join does): a string
     field (a message's text is most of its line) below U+007F through the ASCII
     encoder (about a third faster), any other value as the encoder writes it."""
-    encode = _ENCODER.encode
     parts: list[str] = []
     for key, value in fields.items():
         parts += (
             ", " if parts else "{",
             _KEYS.get(key) or _STRING(key) + ": ",
-            _string(value) if isinstance(value, str) else encode(value),
+            _value(value),
         )
     parts.append("}")
     return "".join(parts)

@@ -204,13 +204,13 @@ class TestArchiveEncodedOnce:
     @staticmethod
     def _spy(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
         encoded: list[str | None] = []
-        real = archive_module.message_to_dict
+        real = archive_module._encoded
 
-        def spy(m: Message) -> dict[str, Any]:
+        def spy(m: Message) -> tuple[bytes, bytes]:
             encoded.append(m.id)
             return real(m)
 
-        monkeypatch.setattr(archive_module, "message_to_dict", spy)
+        monkeypatch.setattr(archive_module, "_encoded", spy)
         return encoded
 
     @staticmethod
