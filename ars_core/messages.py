@@ -173,7 +173,20 @@ class Message:
 
     def with_content(self, content: str | Iterable[ContentPart], **metadata: Any) -> Message:
         """A copy with new content and extra metadata (the original is untouched)."""
-        return attrs.evolve(self, content=content, metadata={**self.metadata, **metadata})
+        merged = {**self.metadata, **metadata}
+        if type(self) is not Message:  # a subclass builds its own copies
+            return attrs.evolve(self, content=content, metadata=merged)
+        # what attrs.evolve builds, without its constructor's pass over every field: the
+        # other fields are already in their final form (the role checked, calls a tuple)
+        return Message.of_fields(
+            self.role,
+            _content(content),
+            self.id,
+            self.name,
+            self.tool_calls,
+            self.tool_call_id,
+            merged,
+        )
 
 
 # ---------------------------------------------------------------- ARS's own JSON

@@ -72,6 +72,42 @@ class TestJsonRoundTrip:
             Message(role="robot", content="x")
 
 
+class TestCopies:
+    @pytest.mark.spec("R2")
+    @given(messages, st.text(max_size=20) | st.lists(parts, max_size=2), st.booleans())
+    def test_with_content_is_the_constructors_copy(
+        self, message: Message, content: str | list[ContentPart], marked: bool
+    ) -> None:
+        """L1's copies (:meth:`Message.with_content`) are what the constructor builds
+        from the message's fields with the new content and merged metadata: equal, a
+        plain ``Message``, parts made a tuple, scratch space of their own, the original
+        untouched."""
+        extra = {"ars_offloaded": "outputs/x.txt"} if marked else {}
+        before = message_to_dict(message)
+        message._cache["k"] = 1
+        copy = message.with_content(content, **extra)
+        expected = Message(
+            role=message.role,
+            content=content,
+            id=message.id,
+            name=message.name,
+            tool_calls=message.tool_calls,
+            tool_call_id=message.tool_call_id,
+            metadata={**message.metadata, **extra},
+        )
+        assert copy == expected and type(copy) is Message
+        assert message_to_dict(copy) == message_to_dict(expected)
+        assert isinstance(copy.content, str | tuple) and copy._cache == {}
+        copy._cache["other"] = 2
+        assert message._cache == {"k": 1} and message_to_dict(message) == before
+        assert copy.metadata is not message.metadata
+
+    @pytest.mark.spec("R2")
+    def test_with_content_checks_the_new_content(self) -> None:
+        with pytest.raises(MessageFormatError, match="content part"):
+            Message(role="user", content="x").with_content(["not a part"])  # type: ignore[list-item]
+
+
 class TestOpenAI:
     def test_tool_calls_round_trip(self) -> None:
         raw = {
