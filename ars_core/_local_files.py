@@ -230,6 +230,9 @@ class LocalBatch:
         self._staged: list[_Staged] = []
         self._fs = fs
         self._bytes = 0  # written to the staged temporaries
+        #: the folders this batch made (empty when made: a file of the batch staged
+        #: there needs no look whether it is already written)
+        self.made: set[str] = set()
 
     def _open(self, tmp: str) -> BinaryIO:
         return cast(BinaryIO, self._fs.open(tmp, "wb"))  # kept open until the commit
@@ -278,7 +281,9 @@ class LocalBatch:
         try:
             fd = os.open(tmp, _CREATE, 0o666)
         except FileNotFoundError:
-            os.makedirs(os.path.dirname(tmp), exist_ok=True)
+            folder = os.path.dirname(tmp)
+            if _made_folder(folder):
+                self.made.add(folder)
             fd = os.open(tmp, _CREATE, 0o666)
         try:
             self._bytes += _write_fd(fd, pieces)
@@ -326,6 +331,22 @@ class LocalBatch:
         """Remove every staged temporary (the batch is given up)."""
         staged, self._staged = self._staged, []
         _discard(staged)
+
+
+def _made_folder(folder: str) -> bool:
+    """Make ``folder`` (and its missing parents); whether this call made it (a folder
+    another writer made meanwhile is not this call's)."""
+    try:
+        os.mkdir(folder)
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(folder), exist_ok=True)
+        try:
+            os.mkdir(folder)
+        except FileExistsError:
+            return False
+    except FileExistsError:
+        return False
+    return True
 
 
 def _discard(staged: Sequence[_Staged]) -> None:

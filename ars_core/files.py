@@ -332,8 +332,9 @@ class FsspecBackend:
             if self.announce is not None:
                 self._announce_root()
             try:
-                if not self._holds_pieces(host, pieces):
-                    parent = posixpath.dirname(host)
+                parent = posixpath.dirname(host)
+                # a folder the batch made held nothing then: its files need no look
+                if parent in batch.made or not self._holds_pieces(host, pieces):
                     self._sweep(parent)
                     batch.stage(path, host, self._temporary(host), pieces)
             except Exception as exc:  # storage errors vary by filesystem

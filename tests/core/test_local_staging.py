@@ -8,6 +8,7 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -195,3 +196,69 @@ def test_much_data_of_others_waiting_keeps_a_flush_per_file(
     assert FsspecBackend(tmp_path.as_uri()).write_files(list(files.items())) == {}
     flushed = sorted(n.split(".ars-tmp-")[0].lstrip(".") for k, n in log if k == "file")
     assert flushed == sorted(p.split("/")[1] for p in files)
+
+
+def _stat_spy(monkeypatch: pytest.MonkeyPatch, root: Path) -> list[str]:
+    """The files under ``root`` whose existence the backend looked up (``os.stat``)."""
+    looked: list[str] = []
+    real_stat = os.stat
+
+    def spy(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(path, str) and path.startswith(str(root)) and path.endswith(".txt"):
+            looked.append(os.path.relpath(path, root))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", spy)
+    return looked
+
+
+@pytest.mark.spec("R52", "R12")
+def test_files_of_a_folder_the_batch_made_are_written_without_looking_for_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder the batch itself made held nothing then: of its files only the first
+    (staged before the folder existed) is looked up; every file is written whole. In a
+    folder that was already there every file is looked up (and one already written
+    is not written again)."""
+    files = _batch(6)
+    looked = _stat_spy(monkeypatch, tmp_path)
+    assert FsspecBackend(tmp_path.as_uri()).write_files(files.items()) == {}
+    assert looked == ["out/f00.txt"]
+    for path, pieces in files.items():
+        assert (tmp_path / path).read_bytes() == b"".join(pieces)
+    kept = (tmp_path / "out/f03.txt").stat().st_ino
+    looked.clear()
+    again = {**files, "out/f06.txt": (b"new\n",)}
+    assert FsspecBackend(tmp_path.as_uri()).write_files(again.items()) == {}
+    assert looked == sorted(again)
+    assert (tmp_path / "out/f03.txt").stat().st_ino == kept
+    assert (tmp_path / "out/f06.txt").read_bytes() == b"new\n"
+
+
+@pytest.mark.spec("R52", "R12")
+def test_a_folder_another_writer_made_meanwhile_has_its_files_looked_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer makes the folder (and writes one of the batch's files in it)
+    between the batch's first look and its making the folder: the batch did not make
+    it, so each further file is looked up and that one is not written again."""
+    files = _batch(4)
+    other = tmp_path / "out/f02.txt"
+    real_mkdir = os.mkdir
+    inodes: list[int] = []
+
+    def racing_mkdir(path: Any, *args: Any, **kwargs: Any) -> None:
+        if str(path) == str(tmp_path / "out") and not inodes:
+            real_mkdir(path, *args, **kwargs)  # the other writer's folder and file
+            other.write_bytes(b"".join(files["out/f02.txt"]))
+            inodes.append(other.stat().st_ino)
+        real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", racing_mkdir)
+    looked = _stat_spy(monkeypatch, tmp_path)
+    assert FsspecBackend(tmp_path.as_uri()).write_files(files.items()) == {}
+    assert looked == sorted(files) and len(inodes) == 1
+    assert other.stat().st_ino == inodes[0]  # not written again
+    for path, pieces in files.items():
+        assert (tmp_path / path).read_bytes() == b"".join(pieces)
+    assert sorted(os.listdir(tmp_path / "out")) == sorted(p.split("/")[1] for p in files)
