@@ -14,9 +14,9 @@ and receives its result:
   on a local folder the flush of the archive's folder may still be running
   (``Archived.pending``: where the archive is once that succeeds),
 * :class:`BeginArchive` -> nothing: on a local folder the archive's write starts
-  in a writing thread beside the round's next steps (the summary's input is built
-  meanwhile); :class:`ArchiveAndSummarize` waits until the file is whole under its
-  name before it asks for the summary,
+  (a large one in a writing thread beside the round's next steps: the summary's
+  input is built meanwhile); :class:`ArchiveAndSummarize` waits until the file is
+  whole under its name before it asks for the summary,
 * :class:`SettleArchive` -> the final :class:`Archived` of that pending write
   (``forget``: waited for and dropped, the round chose its cutoff again),
 * :class:`Emit` -> nothing (the stream event is delivered).
@@ -27,12 +27,14 @@ renames and folders' flush run in a writing thread, which mostly waits on the
 disk, until the flow settles it, before anything naming those files is sent.
 :func:`dispatch` maps an effect to its handler, once, for both shells.
 :class:`SyncEffects` runs them in order (archive, then summary; on a local
-folder the archive's write, begun by :class:`BeginArchive`, runs in a writing
-thread while the flow builds the summary's input: the summary is asked for once
-the file is whole under its name, its bytes flushed, and the flush of its folder,
-which makes its name durable, runs on beside the summary and the flow's next steps
-until the flow settles it, before the view naming it is sent); :class:`AsyncEffects`
-awaits them and runs archive and summary concurrently in an anyio task group.
+folder the archive is written as :class:`BeginArchive` asks, before the flow builds
+the summary's input: a large file (a cold round's whole history) in a writing
+thread while the input is built, a small one by the round's thread; the summary is
+asked for once the file is whole under its name, its bytes flushed, and the flush
+of its folder, which makes its name durable, runs on beside the summary and the
+flow's next steps until the flow settles it, before the view naming it is sent);
+:class:`AsyncEffects` awaits them and runs archive and summary concurrently in an
+anyio task group (a large archive begun beside the input's build as well).
 :func:`run_sync` / :func:`run_async` drive a flow to its return value.
 """
 
@@ -40,8 +42,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-import weakref
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator
 from concurrent.futures import Future, wait
 from typing import Any, Protocol, TypeVar, cast
 
@@ -55,9 +56,7 @@ from .capabilities import (
     AsyncBackend,
     AsyncBytesBackend,
     BatchBackend,
-    BytesBackend,
     has,
-    keeps_writes,
 )
 from .errors import SummarizerError
 from .files import FileBackend, FsspecBackend
@@ -66,6 +65,18 @@ from .messages import Message
 from .stream import CompressionEvent
 from .summarize import AsyncSummarizer, Summarizer, SummaryResult
 from .summary_call import SummaryCall, call_async, call_sync, check_summary, summary_failure
+from .write_ledger import (
+    BesideArchive,
+    Ledger,
+    WrittenPaths,
+    barrier_beside,
+    describe,
+    done_future,
+    finish_writes,
+    store,
+    write_all,
+    write_archive,
+)
 
 __all__ = [
     "ArchiveAndSummarize",
@@ -93,6 +104,10 @@ __all__ = [
 log = logging.getLogger("ars")
 
 T = TypeVar("T")
+#: a history archive file of this size or more is written in a writing thread beside
+#: the round's next steps (a cold round's whole history); a smaller one (a round's
+#: continuation of a few messages) by the round's thread, its folder's flush beside
+BESIDE_ARCHIVE_BYTES = 256 * 1024
 
 
 @attrs.frozen
@@ -174,14 +189,7 @@ class ModelResult:
 Effect = (
     CallModel | Write | SettleWrites | BeginArchive | ArchiveAndSummarize | SettleArchive | Emit
 )
-#: per backend, the paths already written by this process
-WrittenPaths = weakref.WeakKeyDictionary[Any, set[str]]
 SummaryOutcome = tuple[Archived, SummaryResult | SummarizerError]
-
-
-def describe(exc: BaseException) -> str:
-    """``"TypeName: message"``, how errors appear in logs and events."""
-    return f"{type(exc).__name__}: {exc}"
 
 
 class _Handlers(Protocol):
@@ -274,30 +282,6 @@ def _step(flow: Generator[Effect, Any, Any], value: Any) -> tuple[bool, Any]:
         return True, stop.value
 
 
-class _Ledger:
-    """One batch of writes: what is still to write, and which writes failed.
-    Each path is written once per backend and process (L1 offloads the same
-    results on every call, since state is never rewritten)."""
-
-    def __init__(self, written: WrittenPaths, backend: FileBackend, writes: Sequence[FileWrite]):
-        try:
-            # a backend whose files live in the agent's state (deepagents' StateBackend)
-            # loses a write when the step that made it fails: nothing is taken as written
-            cached = keeps_writes(backend)
-            self.done = written.setdefault(backend, set()) if cached else set()
-        except TypeError:  # not weak-referenceable: no cache
-            self.done = set()
-        self.todo = [w for w in writes if w.path not in self.done]
-        self.failed: set[str] = set()
-
-    def record(self, write: FileWrite, error: BaseException | None) -> None:
-        if error is None:
-            self.done.add(write.path)
-        else:
-            log.warning("ARS: could not write %s: %s", write.path, describe(error))
-            self.failed.add(write.path)
-
-
 def _archived(
     log_: ArchiveLog,
     backend: FileBackend,
@@ -311,68 +295,6 @@ def _archived(
     return Archived(plan.path, plan.continues)
 
 
-def barrier_beside(backend: FileBackend) -> bool:
-    """Whether ``backend``'s writes end with a local disk barrier that a round runs
-    beside its other steps (ARS's own local folders; any other backend is written
-    where the effect is carried out, as it always was)."""
-    return isinstance(backend, FsspecBackend) and backend.local_barrier
-
-
-def store(backend: FileBackend, write: FileWrite) -> None:
-    """Write one file: as bytes when the backend takes them (a
-    :class:`~ars_core.capabilities.BytesBackend`), else as text."""
-    if has(backend, BytesBackend):
-        cast(BytesBackend, backend).write_bytes(write.path, write.data)
-    else:
-        backend.write_text(write.path, write.text)
-
-
-def _write_all(ledger: _Ledger, backend: BatchBackend) -> set[str]:
-    """Write the files of ``ledger`` at once (one barrier); the paths that failed."""
-    errors = backend.write_files((w.path, w.pieces) for w in ledger.todo)
-    for w in ledger.todo:
-        ledger.record(w, errors.get(w.path))
-    return ledger.failed
-
-
-def _finish(ledger: _Ledger, finish: Callable[[], dict[str, Exception]]) -> set[str]:
-    """The paths of ``ledger`` whose write failed, once ``finish`` (the last step of
-    their write) is done."""
-    errors = finish()
-    for w in ledger.todo:
-        ledger.record(w, errors.get(w.path))
-    return ledger.failed
-
-
-@attrs.frozen
-class _BesideArchive:
-    """A history archive written in a writing thread: ``named`` gives its plan once the
-    file is whole under its name, its bytes on disk; ``done`` the paths whose write
-    failed once its folder is flushed too."""
-
-    archive: HistoryArchive
-    named: Future[ArchivePlan]
-    done: Future[set[str]]
-
-
-def _write_archive(
-    effects: SyncEffects, archive: HistoryArchive, named: Future[ArchivePlan]
-) -> set[str]:
-    """Plan ``archive`` and write it to the local folder of ``effects`` (a writing
-    thread's job): ``named`` is set (or fails) once the file is whole under its name;
-    the paths that failed, once its folder is flushed."""
-    try:
-        plan = effects.archives.plan(effects.backend, archive)
-        ledger = _Ledger(effects.written, effects.backend, (plan.write,) if plan.write else ())
-        backend = cast(FsspecBackend, effects.backend)
-        finish = backend.begin_files((w.path, w.pieces) for w in ledger.todo)
-    except BaseException as exc:
-        named.set_exception(exc)
-        raise
-    named.set_result(plan)
-    return _finish(ledger, finish)
-
-
 @attrs.define
 class SyncEffects:
     """Carries out effects in the calling thread, in order."""
@@ -384,7 +306,7 @@ class SyncEffects:
     written: WrittenPaths
     archives: ArchiveLog = attrs.field(factory=ArchiveLog)
     #: the history archive being written in a writing thread (:meth:`begin_archive`)
-    beside: _BesideArchive | None = attrs.field(default=None, init=False)
+    beside: BesideArchive | None = attrs.field(default=None, init=False)
     #: the files of a :class:`Write` ``beside`` the flow, being written in a writing thread
     writing: Future[set[str]] | None = attrs.field(default=None, init=False)
 
@@ -395,21 +317,21 @@ class SyncEffects:
             return ModelResult(error=exc)
 
     def write(self, effect: Write) -> set[str] | None:
-        ledger = _Ledger(self.written, self.backend, effect.writes)
+        ledger = Ledger(self.written, self.backend, effect.writes)
         if effect.beside and ledger.todo and barrier_beside(self.backend):
             # staged here; their barrier, renames and folders' flush in a writing thread
             # (which mostly waits on the disk) while the flow goes on
             finish = cast(FsspecBackend, self.backend).stage_files(
                 (w.path, w.pieces) for w in ledger.todo
             )
-            self.writing = in_background(_finish, ledger, finish)
+            self.writing = in_background(finish_writes, ledger, finish)
             return None
         return self._write_now(ledger)
 
-    def _write_now(self, ledger: _Ledger) -> set[str]:
+    def _write_now(self, ledger: Ledger) -> set[str]:
         if has(self.backend, BatchBackend):
             # all at once, one durability barrier; each file encoded as it is reached
-            return _write_all(ledger, cast(BatchBackend, self.backend))
+            return write_all(ledger, cast(BatchBackend, self.backend))
         for w in ledger.todo:
             try:
                 store(self.backend, w)
@@ -423,24 +345,44 @@ class SyncEffects:
         return call_sync(self.summarizer, effect.call)
 
     def begin_archive(self, effect: BeginArchive) -> None:
-        """On a local folder (:func:`barrier_beside`), start writing ``effect.archive`` in
-        a writing thread (its plan, its file, the barrier, its name, its folder's flush)
-        while the round goes on; elsewhere :meth:`start_archive` writes it."""
+        """On a local folder (:func:`barrier_beside`), start writing ``effect.archive``
+        while the round goes on: a large file in a writing thread (its file, the
+        barrier, its name, its folder's flush), a small one here with only its folder's
+        flush in a writing thread (see :data:`BESIDE_ARCHIVE_BYTES`); elsewhere
+        :meth:`start_archive` writes it."""
         if barrier_beside(self.backend):
-            self._begin(effect.archive)
+            self.write_beside(effect.archive, small_here=True)
 
-    def _begin(self, archive: HistoryArchive) -> _BesideArchive:
-        named: Future[ArchivePlan] = Future()
-        done = in_background(_write_archive, self, archive, named)
-        self.beside = _BesideArchive(archive, named, done)
+    def write_beside(self, archive: HistoryArchive, small_here: bool) -> BesideArchive | None:
+        """Start writing ``archive`` to the local folder; ``None`` (nothing started) for
+        a small file when not ``small_here``."""
+        # planned here: a local folder keeps its writes, so the plan asks it nothing
+        plan = self.archives.plan(self.backend, archive)
+        ledger = Ledger(self.written, self.backend, (plan.write,) if plan.write else ())
+        backend = cast(FsspecBackend, self.backend)
+        named: Future[ArchivePlan] = done_future(plan)
+        done: Future[set[str]]
+        if not ledger.todo:  # nothing to write: no writing thread to wait for
+            done = done_future(set())
+        elif sum(map(len, ledger.todo[0].pieces)) < BESIDE_ARCHIVE_BYTES:
+            if not small_here:
+                return None
+            # whole under its name here (handing a short write over costs more than it
+            # saves); only the flush of its folder runs in a writing thread
+            finish = backend.begin_files((w.path, w.pieces) for w in ledger.todo)
+            done = in_background(finish_writes, ledger, finish)
+        else:
+            named = Future()
+            done = in_background(write_archive, backend, ledger, plan, named)
+        self.beside = BesideArchive(archive, named, done)
         return self.beside
 
-    def beside_archive(self, archive: HistoryArchive) -> _BesideArchive:
-        """The write of ``archive`` begun beside the round (begun now if it was not)."""
+    def begun(self, archive: HistoryArchive) -> BesideArchive | None:
+        """The write of ``archive`` begun beside the round, if it was."""
         beside = self.beside
-        return beside if beside is not None and beside.archive is archive else self._begin(archive)
+        return beside if beside is not None and beside.archive is archive else None
 
-    def wait_named(self, beside: _BesideArchive) -> ArchivePlan:
+    def wait_named(self, beside: BesideArchive) -> ArchivePlan:
         """Wait until the archive written beside is whole under its name: its plan."""
         return beside.named.result()
 
@@ -452,10 +394,12 @@ class SyncEffects:
         ``pending`` until :meth:`settle_archive`."""
         if not barrier_beside(self.backend):
             plan = self.archives.plan(self.backend, archive)
-            todo = _Ledger(self.written, self.backend, (plan.write,)) if plan.write else None
+            todo = Ledger(self.written, self.backend, (plan.write,)) if plan.write else None
             failed = self._write_now(todo) if todo is not None else set()
             return _archived(self.archives, self.backend, archive, plan, failed)
-        plan = self.wait_named(self.beside_archive(archive))
+        beside = self.begun(archive) or self.write_beside(archive, small_here=True)
+        assert beside is not None
+        plan = self.wait_named(beside)
         if plan.write is None:  # this process already wrote it: nothing is pending
             self.beside = None
             return _archived(self.archives, self.backend, archive, plan, set())
@@ -513,7 +457,7 @@ class AsyncEffects:
         )
         if awrite_bytes is None and awrite is None:
             return await anyio.to_thread.run_sync(self.sync.write, effect)
-        ledger = _Ledger(self.sync.written, backend, effect.writes)
+        ledger = Ledger(self.sync.written, backend, effect.writes)
         for w in ledger.todo:
             try:
                 if awrite_bytes is not None:
@@ -538,16 +482,23 @@ class AsyncEffects:
         return _archived(self.sync.archives, backend, archive, plan, failed)
 
     def begin_archive(self, effect: BeginArchive) -> None:
-        self.sync.begin_archive(effect)  # only hands the write to a writing thread
+        # a large file only: handed to a writing thread (nothing waits on the loop); a
+        # small one is written beside the summary (archive_and_summarize)
+        if barrier_beside(self.sync.backend):
+            self.sync.write_beside(effect.archive, small_here=False)
 
     async def archive_and_summarize(self, effect: ArchiveAndSummarize) -> SummaryOutcome:
         results: dict[str, Any] = {}
 
         async def archive() -> None:
-            if barrier_beside(self.sync.backend):  # written beside: its name awaited off the loop
-                named = self.sync.beside_archive(effect.archive).named
-                if not named.done():
-                    await anyio.to_thread.run_sync(wait, [named])
+            if barrier_beside(self.sync.backend):  # waited for (or written) off the loop
+                begun = self.sync.begun(effect.archive)
+                if begun is None:
+                    start = self.sync.start_archive
+                    results["archive"] = await anyio.to_thread.run_sync(start, effect.archive)
+                    return
+                if not begun.named.done():
+                    await anyio.to_thread.run_sync(wait, [begun.named])
                 results["archive"] = self.sync.start_archive(effect.archive)
             else:
                 results["archive"] = await self.archive(effect.archive)

@@ -1,7 +1,7 @@
 """A round's history archive on a local folder is written beside the summary's input
 (R23, R26, R52).
 
-The archive's write (its file, the flush of its bytes, its rename, its folder's
+A large archive's write (its file, the flush of its bytes, its rename, its folder's
 flush) starts in a writing thread as soon as the round knows what it archives,
 while the round builds the summary's input; the round waits for the file to be
 whole under its name before it asks for the summary (sync path: archive, then
@@ -9,7 +9,8 @@ summary), and for its folder's flush before the view naming it is sent. A spy
 makes the input's build wait (bounded) until the archive's bytes are being
 flushed: the oracle is that it saw that flush (a round writing the archive only
 once its input is built would time out), and what was on disk when the summary
-was asked for.
+was asked for. A small archive (a few messages) is written by the round's own
+thread before it builds the input, only its folder's flush beside.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 
 from ars_core import FsspecBackend, Message, read_archive
+from ars_core import effects as effects_mod
 from ars_core import flow as flow_mod
 from ars_core.archive import HistoryArchive
 from ars_core.effects import SettleArchive, SyncEffects, WrittenPaths
@@ -41,6 +43,7 @@ def _is_archive_file(fd: int) -> bool:
 def test_the_archive_is_written_beside_the_summary_input_and_whole_before_the_summary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, asynchronous: bool
 ) -> None:
+    monkeypatch.setattr(effects_mod, "BESIDE_ARCHIVE_BYTES", 1)  # this archive is large
     flushing = threading.Event()
     log: list[tuple[str, Any]] = []
     real_fsync, real_condense = os.fsync, flow_mod.condense_history
@@ -84,15 +87,54 @@ def test_the_archive_is_written_beside_the_summary_input_and_whole_before_the_su
     assert name in event.summary_message.text
 
 
+@pytest.mark.spec("R23", "R26", "R52")
+def test_a_small_archive_is_written_by_the_round_before_it_builds_the_summary_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Below BESIDE_ARCHIVE_BYTES the round's own thread writes the archive (its bytes
+    flushed there) as soon as it knows what it archives: whole under its name when the
+    input is built; the view naming it is sent once its folder is flushed too."""
+    round_thread = threading.get_ident()
+    flushed_by: list[bool] = []
+    real_fsync, real_condense = os.fsync, flow_mod.condense_history
+    root = tmp_path / "files"
+
+    def fsync(fd: int) -> None:
+        if _is_archive_file(fd):
+            flushed_by.append(threading.get_ident() == round_thread)
+        real_fsync(fd)
+
+    seen: list[list[str]] = []
+
+    def condense_history(*args: Any, **kwargs: Any) -> Any:
+        seen.append([p.name for p in root.rglob("conversation_history/*.jsonl")])
+        return real_condense(*args, **kwargs)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(flow_mod, "condense_history", condense_history)
+    backend = FsspecBackend(root.as_uri())
+    outcome = _round(
+        False, backend, FakeSummarizer("S"), lambda v: Message(role="assistant", content="ok"), []
+    )
+    event = outcome.update.event
+    assert event.file_path is not None
+    assert (root / event.file_path).stat().st_size < effects_mod.BESIDE_ARCHIVE_BYTES
+    assert flushed_by == [True]
+    assert seen == [[Path(event.file_path).name]]
+    archived = read_archive(backend, event.file_path)
+    assert [m.text for m in archived] == [m.text for m in _history()[0][: event.cutoff]]
+
+
 @pytest.mark.spec("R23", "R52")
 def test_an_archive_write_the_round_forgets_is_finished_and_not_continued(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A round that chooses its cutoff again (an offload failed beside it) forgets the
     archive it began: that write is waited for (the file whole on disk, no temporary),
     and the next archive of the same range start is written whole, not as a
     continuation of a file nothing names."""
     backend = FsspecBackend((tmp_path / "f").as_uri())
+    monkeypatch.setattr(effects_mod, "BESIDE_ARCHIVE_BYTES", 1)  # written beside
     written: WrittenPaths = WrittenPaths()
     effects = SyncEffects(None, FakeSummarizer("S"), backend, lambda e: None, written)
     messages = [user(f"request {i}") for i in range(6)]
