@@ -22,6 +22,7 @@ from .config import SummaryConfig
 from .effects import Emit, ModelResult
 from .estimate import Estimator, is_bounded, message_tokens
 from .floors import floors_reach_of
+from .known_size import stamp_of
 from .memo import Memo
 from .messages import Message
 from .pairing import Pairing, pair_tool_calls
@@ -70,6 +71,9 @@ class CallOutcome:
     _tokens_before: Tokens = attrs.field(alias="tokens_before")
     _tokens_after: Tokens = attrs.field(alias="tokens_after")
     _extra: int = attrs.field(default=0, alias="extra")
+    _known: Callable[[], dict[str, Any] | None] | None = attrs.field(
+        default=None, alias="known_size"
+    )
 
     @property
     def tokens_before(self) -> int:
@@ -78,6 +82,13 @@ class CallOutcome:
     @property
     def tokens_after(self) -> int:
         return _read(self._tokens_after, self._extra)
+
+    @property
+    def known(self) -> dict[str, Any] | None:
+        """The stamp of the exact size of the effective messages this call read, for
+        its answer (see :mod:`ars_core.known_size`): ``None`` when they were not
+        counted (by the time this is read) or the call made a new summary."""
+        return self._known() if self._known is not None else None
 
     @property
     def counted(self) -> bool:
@@ -225,7 +236,15 @@ class CallState:
             tokens_before=self.history if not self.history.exact else self.tokens_before,
             tokens_after=self.history if tokens_after is None else tokens_after,
             extra=self.extra,
+            known_size=None if level == "L2" else self.known_size,
         )
+
+    def known_size(self) -> dict[str, Any] | None:
+        """The stamp of the effective messages when their exact count is known."""
+        if not self.history.exact:
+            return None
+        est, tokens = self.settings.estimator, self.history.tokens
+        return stamp_of(self.effective, tokens, est, self.event, self.history.origin)
 
     def overflowed(self, result: ModelResult) -> bool:
         """``True`` when the model failed with a context overflow (the round is

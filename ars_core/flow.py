@@ -74,6 +74,7 @@ from .estimate import (
     message_tokens,
 )
 from .floors import floors_reach_of
+from .known_size import known_history
 from .l1 import L1Plan, offload_oversized_user_messages, plan_l1
 from .l1_media import media_offloader, offload_inline_media
 from .l2 import (
@@ -139,7 +140,7 @@ def flow(
         # kept messages go out as the L2 request sent them (prompt caches hold those bytes)
         effective = apply_sent_forms(list(effective), event)
     extra = _count_extra(est, system, tools)
-    history = _history_size(settings.memo, est, effective)
+    history = _history_size(settings.memo, est, effective, event)
     r = CallState(
         settings=settings,
         state=state,
@@ -159,15 +160,19 @@ def flow(
     return _run(r)
 
 
-def _history_size(memo: Memo, est: Estimator, effective: Sequence[Message]) -> HistorySize:
+def _history_size(
+    memo: Memo, est: Estimator, effective: Sequence[Message], event: SummarizationEvent | None
+) -> HistorySize:
     """The size of the effective messages: for an incremental estimator, the engine's
     running total of this history, extended by what was appended since the last call.
     A history nothing of which was counted yet is sized by the estimator's bound when
     it has one (:class:`~ars_core.capabilities.BoundedEstimator`), and counted exactly
-    only when that bound reaches a threshold (:meth:`CallState.fits`) or a count is read."""
+    only when that bound reaches a threshold (:meth:`CallState.fits`) or a count is read,
+    or sized from the newest answer's known count (:func:`~ars_core.known_size.known_history`)."""
     if is_incremental(est):
         bound = est.token_bound if is_bounded(est) else None
-        return memo.history_size(effective, est.cache_key, est.count_message, bound)
+        size = memo.history_size(effective, est.cache_key, est.count_message, bound)
+        return known_history(size, effective, event, est)
     return HistorySize(est.count(effective))
 
 

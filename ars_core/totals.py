@@ -40,24 +40,32 @@ class Totals(list[int]):
     exact up to :attr:`exact` messages and upper bounds past it. :attr:`version`
     changes whenever it is emptied for another history."""
 
-    __slots__ = ("exact", "version")
+    __slots__ = ("base", "exact", "known", "version")
 
     def __init__(self) -> None:
         super().__init__((0,))
         self.exact = 0
         self.version = 0
+        #: positions below it (but 0) hold bounds only, even up to :attr:`exact`: the
+        #: exact total of the first ``base`` messages was given (see :meth:`seed`)
+        self.base = 0
+        #: what :mod:`ars_core.known_size` keeps of this history (its byte bounds)
+        self.known: Any = None
 
     def reset(self) -> None:
         """Emptied for another history."""
         del self[1:]
-        self.exact = 0
+        self.exact = self.base = 0
         self.version += 1
+        self.known = None
 
     def counted(self, messages: Sequence[Any], count: Callable[[Any], int], n: int) -> int:
         """The exact total of ``messages[:n]`` (``messages`` the history these totals
         describe), counting only what was not counted before."""
         e = self.exact
         if n <= e:
+            if n < self.base and n:  # a prefix shorter than the given total: counted
+                return sum(map(count, messages[:n]))
             return self[n]
         running = self[e]
         if len(self) == e + 1:  # nothing bounded past the counted part: append
@@ -74,6 +82,16 @@ class Totals(list[int]):
                     self.append(running)
         self.exact = n
         return running
+
+    def seed(self, n: int, tokens: int) -> bool:
+        """Take ``tokens`` as the exact total of the first ``n`` messages (a count made
+        elsewhere: :mod:`ars_core.known_size`), when nothing was counted yet and the
+        bounds reach past them; the later bounds stay (counts are below them)."""
+        if self.exact or n >= len(self) or n <= 0:
+            return False
+        self[n] = tokens
+        self.exact = self.base = n
+        return True
 
     def bounded(self, messages: Sequence[Any], bound: Callable[[Any], int], n: int) -> int:
         """At least the total of ``messages[:n]`` (exact where counted), reading the
@@ -102,11 +120,14 @@ class Totals(list[int]):
         counts it from the newest message back, see :meth:`HistorySize.reaches`)."""
         n = len(messages)
         if bound is None or self.exact:
-            return HistorySize(self.counted(messages, count, n))
-        if bound is no_bound:
-            return HistorySize.bound(UNKNOWN, self, messages, count, lock, source)
-        tokens = self.bounded(messages, bound, n)
-        return HistorySize.bound(tokens, self, messages, count, lock, source)
+            size = HistorySize(self.counted(messages, count, n))
+        elif bound is no_bound:
+            size = HistorySize.bound(UNKNOWN, self, messages, count, lock, source)
+        else:
+            tokens = self.bounded(messages, bound, n)
+            size = HistorySize.bound(tokens, self, messages, count, lock, source)
+        size.origin = self
+        return size
 
 
 class HistorySize:
@@ -116,12 +137,14 @@ class HistorySize:
 
     __slots__ = (
         *("_count", "_lock", "_messages", "_n", "_source", "_totals", "_version"),
-        *("exact", "tokens"),
+        *("exact", "origin", "tokens"),
     )
 
     def __init__(self, tokens: int, exact: bool = True) -> None:
         self.tokens = tokens
         self.exact = exact
+        #: the running totals of the history this size was read from (``None``: none)
+        self.origin: Totals | None = None
         self._totals: Totals | None = None
         self._version = self._n = 0
         self._messages: Sequence[Any] = ()
@@ -174,6 +197,24 @@ class HistorySize:
                 if running >= limit:
                     return True
         return self.counted() >= limit
+
+    def known_prefix(self, n: int, tokens: int) -> None:
+        """Made exact from ``tokens``, the exact count of the first ``n`` messages: only
+        the messages after them are counted (kept in the memo's totals while they still
+        describe this history)."""
+        if self.exact:
+            return
+        with self._lock:
+            totals, count = self._totals, self._count
+            if totals is None or count is None:  # counted by another thread meanwhile
+                return
+            if not (totals.version == self._version and totals.seed(n, tokens)):
+                rest = sum(map(count, self._messages[n : self._n]))
+                self.tokens, self.exact = tokens + rest, True
+                self._messages = self._source = ()
+                self._totals = None
+                return
+        self.counted()  # from the seeded totals
 
     def counted(self) -> int:
         """The exact count of the history (counted now when only bounded)."""

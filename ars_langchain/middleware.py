@@ -66,6 +66,7 @@ from ars_core.adapter import (
 
 from .backends import BackendResolver, BackendSource, reads_agent_files
 from .convert import to_core, tool_schemas
+from .known_count import stamp_known
 from .langchain_args import UNSET, Arguments, LangChainArgs, read_arguments
 from .passthrough import Replay, TooMuch, sendable
 from .provider_count import stamp_response
@@ -446,6 +447,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
 
     def _finish(self, call: Call, outcome: CallOutcome) -> Any:
         response = self._record_usage(call, outcome.response, outcome)
+        response = stamp_known(response, outcome.known)  # read after usage's count, if any
         values = call.state_update(outcome.update)
         if not values:
             return response
