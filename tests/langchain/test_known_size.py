@@ -1,0 +1,141 @@
+"""A thread resumed with fresh message objects is sized from its answers' known sizes.
+
+A real LangChain v1 agent (``create_agent``, the ARS middleware, an InMemorySaver or a
+SQLite checkpointer) grows a thread into the zone where its UTF-8 bound is above T
+but its exact count is below it (every call there counts the history). A new
+middleware (a new process: nothing cached) resumes the thread: it sends exactly the
+request that counting the whole history sends, and encodes only the messages
+appended since the newest stamped answer. Edited state (messages removed, a message
+rewritten under its id) makes the stamp stale: ignored, the history counted whole.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+
+import ars_core.flow
+from ars_core import SummaryConfig
+from ars_core.estimate import TiktokenEstimator
+from ars_core.known_size import MARK_KNOWN_SIZE
+from ars_langchain import ArsSummarizationMiddleware
+from ars_langchain.convert import MARKERS_KEY
+from ars_langchain.testing import FakeToolChatModel
+from tests.langchain.conftest import make_saver
+from tests.langchain.helpers import build_agent, prose
+
+pytestmark = pytest.mark.spec("R1", "R3")
+
+CONFIG = SummaryConfig(summary_threshold=4, summary_keep_messages=4)
+TURNS = 14  # ~2.6K of T's ~4K tokens, ~14 KB of text: the zone
+
+
+class CountingEstimator(TiktokenEstimator):
+    """o200k, recording every text it encodes (the oracle of what a call counted)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    def count_text(self, text: str) -> int:
+        self.texts.append(text)
+        return super().count_text(text)
+
+
+def answer(i: int) -> AIMessage:
+    return AIMessage(prose(f"answer {i}", 100), id=f"a-{i}")
+
+
+def question(i: int) -> dict[str, Any]:
+    return {"messages": [HumanMessage(prose(f"question {i}", 30), id=f"h-{i}")]}
+
+
+def agent(saver: Any, replies: int, start: int = 0) -> tuple[Any, FakeToolChatModel, Any]:
+    """A new agent (a new middleware and estimator: a new process) on ``saver``."""
+    model = FakeToolChatModel([answer(start + i) for i in range(replies)])
+    est = CountingEstimator()
+    mw = ArsSummarizationMiddleware(CONFIG, estimator=est, read_tool=False)
+    return build_agent(model, mw, tools=[])(saver), model, est
+
+
+def grow(saver: Any, thread: str) -> dict[str, Any]:
+    config = {"configurable": {"thread_id": thread}}
+    built, _, _ = agent(saver, TURNS)
+    for i in range(TURNS):
+        built.invoke(question(i), config)
+    return config
+
+
+def resumed(saver: Any, config: dict[str, Any], ignore: bool, monkeypatch: Any) -> Any:
+    """The next turn by a new agent: the request its model got, the texts it encoded,
+    the history it resumed."""
+    built, model, est = agent(saver, 1, start=TURNS)
+    history = built.get_state(config).values["messages"]
+    with monkeypatch.context() as m:
+        if ignore:  # the engine as it was: every stamp ignored
+            m.setattr(ars_core.flow, "known_history", lambda size, *args: size)
+        built.invoke(question(TURNS), config)
+    return model.main_calls[-1], est.texts, history
+
+
+def stamp(message: Any) -> Any:
+    return (message.response_metadata.get(MARKERS_KEY) or {}).get(MARK_KNOWN_SIZE)
+
+
+def as_sent(messages: list[Any]) -> list[tuple[str, Any, Any]]:
+    return [(m.type, m.id, m.content) for m in messages]
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_resumed_thread_counts_only_what_follows_its_newest_stamp(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with make_saver(kind, tmp_path, request) as saver:
+        stamped, plain = grow(saver, "stamped"), grow(saver, "plain")
+        sent, texts, history = resumed(saver, stamped, False, monkeypatch)
+        counted, all_texts, _ = resumed(saver, plain, True, monkeypatch)
+    assert stamp(history[-1]) is not None  # the last answer was stamped, and kept
+    assert as_sent(sent) == as_sent(counted)  # the same request, the history whole (R1)
+    assert len(sent) == 2 * TURNS + 2  # the system message, the history, the question
+    contents = {m.content for m in history}
+    assert contents <= set(all_texts)  # without the stamp: every message encoded
+    # with it: the stamped answer (after the prefix it covers) and the new question
+    assert [t for t in texts if t in contents] == [history[-1].content]
+    assert question(TURNS)["messages"][0].content in texts
+
+
+def edits(kind: str, history: list[Any]) -> list[Any]:
+    if kind == "remove_one":
+        return [RemoveMessage(id=history[2].id)]
+    if kind == "remove_many":
+        return [RemoveMessage(id=m.id) for m in history[:6]]
+    if kind == "remove_all":
+        return [RemoveMessage(id=m.id) for m in history]
+    # the same id, another text: the add_messages reducer replaces it in place
+    return [AIMessage(history[3].content + " (edited)", id=history[3].id)]
+
+
+@pytest.mark.parametrize("edit", ["remove_one", "remove_many", "remove_all", "rewrite"])
+def test_a_stamp_of_edited_state_is_ignored(
+    edit: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with make_saver("memory", tmp_path, request) as saver:
+        configs = grow(saver, "stamped"), grow(saver, "plain")
+        for config in configs:
+            built, _, _ = agent(saver, 0)
+            history = built.get_state(config).values["messages"]
+            built.update_state(config, {"messages": edits(edit, history)})
+        kept = built.get_state(configs[0]).values["messages"]
+        sent, texts, _ = resumed(saver, configs[0], False, monkeypatch)
+        counted, all_texts, _ = resumed(saver, configs[1], True, monkeypatch)
+    assert as_sent(sent) == as_sent(counted)
+    if edit == "remove_all":
+        assert len(sent) == 2  # the system message and the new question
+        return
+    assert any(stamp(m) is not None for m in kept)  # stamps remain, stale
+    # the history is above T by its bound: counted whole, as without stamps
+    assert {m.content for m in kept} <= set(texts)
+    assert texts == all_texts
