@@ -33,7 +33,7 @@ from typing import Any
 import anyio
 
 from .errors import ContextOverflowError, FileBackendError
-from .estimate import Estimator, Tools, default_estimator
+from .estimate import Estimator, TiktokenEstimator, Tools, default_estimator
 from .files import FileBackend, FsspecBackend
 from .hookspecs import hookimpl
 from .messages import Message, from_openai
@@ -45,6 +45,7 @@ __all__ = [
     "FakeSummarizer",
     "ProviderTokenizer",
     "RecordingEmitter",
+    "RecordingTiktoken",
     "ScriptedModel",
     "capture_events",
     "recorded_sleeps",
@@ -290,3 +291,16 @@ def capture_events() -> Iterator[RecordingEmitter]:
         yield recorder
     finally:
         pm.unregister(observer)
+
+
+class RecordingTiktoken(TiktokenEstimator):
+    """The default o200k estimator, recording every text it encodes in :attr:`texts`
+    (what a test reads to see which messages a call counted)."""
+
+    def __init__(self, encoding: str = "o200k_base") -> None:
+        super().__init__(encoding)
+        self.texts: list[str] = []
+
+    def count_text(self, text: str) -> int:
+        self.texts.append(text)
+        return super().count_text(text)

@@ -27,7 +27,7 @@ from ars_core.known_size import (
     stamp_of,
     stamped,
 )
-from ars_core.testing import FakeSummarizer
+from ars_core.testing import FakeSummarizer, RecordingTiktoken
 
 from .helpers import assistant, user
 from .test_bounded_count import MODES, engine, exact_size, fresh, mixed_history, observed, run
@@ -35,18 +35,6 @@ from .test_bounded_count import MODES, engine, exact_size, fresh, mixed_history,
 pytestmark = pytest.mark.spec("R1", "R3")
 
 SYSTEM = "You are a careful agent. 日本語も話せます。"
-
-
-class Recording(TiktokenEstimator):
-    """o200k, recording every text it encodes."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.texts: list[str] = []
-
-    def count_text(self, text: str) -> int:
-        self.texts.append(text)
-        return super().count_text(text)
 
 
 def history(tag: str = "k") -> list[Message]:
@@ -60,9 +48,9 @@ def texts_of(messages: Sequence[Message]) -> set[str]:
 
 def call(
     messages: Sequence[Message], threshold: int, mode: str, ignore: bool, monkeypatch: Any
-) -> tuple[dict[str, Any], Recording, Any]:
+) -> tuple[dict[str, Any], RecordingTiktoken, Any]:
     """One call by a new engine on fresh objects of ``messages``, stamps read or not."""
-    est = Recording()
+    est = RecordingTiktoken()
     compressor, emitter = engine(est, threshold)
     with monkeypatch.context() as m:
         if ignore:
@@ -105,14 +93,14 @@ def test_a_call_that_makes_a_summary_stamps_nothing_and_the_next_call_stamps_its
     after it, on fresh objects, counts only what follows that stamp."""
     messages = history("l2")
     size = exact_size(messages, SYSTEM)
-    est = Recording()
+    est = RecordingTiktoken()
     compressor, _ = engine(est, size // 2)
     compressor.summarizer = FakeSummarizer("SUMMARY")
     first = compressor.call(fresh(messages), lambda v: "done", system=SYSTEM)
     assert first.level == "L2" and first.known is None
     event = first.update.event
     state = [*messages, assistant("done"), user("and then? 🙂")]
-    est2 = Recording()
+    est2 = RecordingTiktoken()
     again, _ = engine(est2, size // 2)
     second = again.call(fresh(state), lambda v: "fine", system=SYSTEM, event=event)
     assert second.level is None and second.tokens_before  # read: counted (usage does)
@@ -121,7 +109,7 @@ def test_a_call_that_makes_a_summary_stamps_nothing_and_the_next_call_stamps_its
     answer = second.known
     assert answer is not None and answer["basis"] == [event.cutoff, event.summary_message.id]
     state = [*state, stamped(Message(role="assistant", content="fine"), answer), user("last")]
-    est3 = Recording()
+    est3 = RecordingTiktoken()
     third_engine, _ = engine(est3, size // 2)
     third = third_engine.call(fresh(state), lambda v: "ok", system=SYSTEM, event=event)
     assert third.level is None
@@ -208,7 +196,7 @@ def test_a_prefix_of_a_seeded_history_is_counted(mode: str) -> None:
     end) is counted exactly, not read from that total."""
     messages = history("p")
     size = exact_size(messages, SYSTEM)
-    compressor, _ = engine(Recording(), size + 10)
+    compressor, _ = engine(RecordingTiktoken(), size + 10)
     objects = fresh(messages)
     assert run(compressor, objects, mode).tokens_before == size
     shorter = objects[:-5]
@@ -222,7 +210,7 @@ def test_a_warm_call_after_a_stamped_one_counts_only_what_was_appended() -> None
     plus new ones (no new stamp on them) encodes only the new messages."""
     messages = history("w")
     size = exact_size(messages, SYSTEM)
-    est = Recording()
+    est = RecordingTiktoken()
     compressor: Compressor = engine(est, size + 500)[0]
     objects = fresh(messages)
     run(compressor, objects, "sync")

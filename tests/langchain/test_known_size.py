@@ -19,8 +19,8 @@ from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 
 import ars_core.flow
 from ars_core import SummaryConfig
-from ars_core.estimate import TiktokenEstimator
 from ars_core.known_size import MARK_KNOWN_SIZE
+from ars_core.testing import RecordingTiktoken
 from ars_langchain import ArsSummarizationMiddleware
 from ars_langchain.convert import MARKERS_KEY
 from ars_langchain.testing import FakeToolChatModel
@@ -31,18 +31,6 @@ pytestmark = pytest.mark.spec("R1", "R3")
 
 CONFIG = SummaryConfig(summary_threshold=4, summary_keep_messages=4)
 TURNS = 14  # ~2.6K of T's ~4K tokens, ~14 KB of text: the zone
-
-
-class CountingEstimator(TiktokenEstimator):
-    """o200k, recording every text it encodes (the oracle of what a call counted)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.texts: list[str] = []
-
-    def count_text(self, text: str) -> int:
-        self.texts.append(text)
-        return super().count_text(text)
 
 
 def answer(i: int) -> AIMessage:
@@ -56,7 +44,7 @@ def question(i: int) -> dict[str, Any]:
 def agent(saver: Any, replies: int, start: int = 0) -> tuple[Any, FakeToolChatModel, Any]:
     """A new agent (a new middleware and estimator: a new process) on ``saver``."""
     model = FakeToolChatModel([answer(start + i) for i in range(replies)])
-    est = CountingEstimator()
+    est = RecordingTiktoken()
     mw = ArsSummarizationMiddleware(CONFIG, estimator=est, read_tool=False)
     return build_agent(model, mw, tools=[])(saver), model, est
 
