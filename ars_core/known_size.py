@@ -52,23 +52,27 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .capabilities import Utf8BoundedEstimator, has
 from .checkpoint import SummarizationEvent
 from .estimate import MESSAGE_OVERHEAD, is_incremental
+from .memo import TOKENS
 from .messages import Message
 from .totals import HistorySize, Totals
 
 __all__ = [
     "MARK_KNOWN_SIZE",
+    "NOT_AN_ANSWER",
     "STAMP_REACH",
     "Fingerprint",
     "basis_of",
     "estimator_name",
     "fingerprint",
+    "ids_digest",
     "known_history",
+    "newest_stamp",
     "read_stamp",
     "stamp_history",
     "stamp_of",
@@ -113,8 +117,16 @@ class Fingerprint:
         self.version = version
         self.sums = [0]
 
-    def bytes_to(self, messages: Sequence[Message], n: int, measure: Any) -> int:
+    def bytes_to(
+        self, messages: Sequence[Message], n: int, measure: Any, totals: Totals, key: Any
+    ) -> int:
+        """The byte bounds of ``messages[:n]``; taken from ``totals`` when they hold
+        bounds alone and none of these messages holds a count (then each bound is the
+        message's UTF-8 measure: what the call's bound pass read, not read twice)."""
         sums = self.sums
+        if n >= len(sums) and not totals.exact and n < len(totals):
+            if all(c is None for c in TOKENS.get_many(messages[len(sums) - 1 : n], key)):
+                self.sums = sums = totals[: n + 1]
         if n >= len(sums):
             running = sums[-1]
             for m in messages[len(sums) - 1 : n]:
@@ -135,7 +147,7 @@ def fingerprint(
         found = totals.known
         if not isinstance(found, Fingerprint) or found.version != totals.version:
             found = totals.known = Fingerprint(totals.version)
-        total = found.bytes_to(messages, n, measure)
+        total = found.bytes_to(messages, n, measure, totals, estimator.cache_key)
     return total, ids_digest([m.id for m in messages[:n]])
 
 
@@ -194,15 +206,25 @@ def read_stamp(record: Any, estimator: Any) -> tuple[int, int, int, str, Any] | 
     return covers, tokens, size, ids, basis
 
 
-def _newest(effective: Sequence[Message]) -> tuple[int, Any] | None:
-    """The position and stamp of the newest assistant message carrying one (the
-    newest assistant message only, within :data:`STAMP_REACH` of the end)."""
-    for i in range(len(effective) - 1, max(-1, len(effective) - 1 - STAMP_REACH), -1):
-        m = effective[i]
-        if m.role == "assistant":
-            record = m.metadata.get(MARK_KNOWN_SIZE)
+#: what :func:`newest_stamp`'s reader returns for a message that is not an answer
+NOT_AN_ANSWER = object()
+
+
+def newest_stamp(messages: Sequence[Any], read: Callable[[Any], Any]) -> tuple[int, Any] | None:
+    """The position and stamp of the newest answer of ``messages`` when it carries one
+    (looked for within :data:`STAMP_REACH` of the end); ``read(message)`` is the stamp
+    of an answer (``None``: none), :data:`NOT_AN_ANSWER` for any other message."""
+    for i in range(len(messages) - 1, max(-1, len(messages) - 1 - STAMP_REACH), -1):
+        record = read(messages[i])
+        if record is not NOT_AN_ANSWER:
             return (i, record) if record is not None else None
     return None
+
+
+def _core_stamp(message: Message) -> Any:
+    if message.role != "assistant":
+        return NOT_AN_ANSWER
+    return message.metadata.get(MARK_KNOWN_SIZE)
 
 
 def known_history(
@@ -217,7 +239,7 @@ def known_history(
         return size
     if not has(estimator, Utf8BoundedEstimator):
         return size
-    found = _newest(effective)
+    found = newest_stamp(effective, _core_stamp)
     read = read_stamp(found[1], estimator) if found is not None else None
     if found is None or read is None:
         return size

@@ -66,7 +66,7 @@ from ars_core.adapter import (
 
 from .backends import BackendResolver, BackendSource, reads_agent_files
 from .convert import to_core, tool_schemas
-from .known_count import stamp_known
+from .known_count import known_sendable, stamp_known
 from .langchain_args import UNSET, Arguments, LangChainArgs, read_arguments
 from .passthrough import Replay, TooMuch, sendable
 from .provider_count import stamp_response
@@ -372,8 +372,16 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             call.tools,
             limit,
         )
+        if notes is None:  # above T by its bound: below it by its newest answer's count?
+            known = known_sendable(
+                session.compressor, request.messages, call.system, call.tools, limit
+            )
+            if known is None:
+                return None
+            notes, call.known = known
         if not notes:
-            return request if notes is not None else None
+            as_it_came: ModelRequest[Any] = request
+            return as_it_came
         with_notes: ModelRequest[Any] = request.override(messages=[*request.messages, *notes])
         return with_notes
 
@@ -514,8 +522,8 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
                     raise  # what the engine does with it below T
                 replay = Replay(error=exc)  # the forced path, as the engine takes it
             else:
-                if not _usage(response):
-                    return response  # what the engine returns below T
+                if not _usage(response):  # what the engine returns below T
+                    return stamp_known(response, call.known)
                 replay = Replay(response)  # recorded against the engine's count
         call = self._engine_call(call)
 
@@ -550,7 +558,7 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
                 replay = Replay(error=exc)
             else:
                 if not _usage(response):
-                    return response
+                    return stamp_known(response, call.known)
                 replay = Replay(response)
         call = self._engine_call(call)
 

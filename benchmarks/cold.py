@@ -41,6 +41,8 @@ from ars_core import (
     message_from_dict,
     message_to_dict,
 )
+from ars_core.estimate import default_estimator
+from ars_core.known_size import stamp_history
 
 from .common import (
     LC,
@@ -85,6 +87,8 @@ class Fresh:
         self.lc_dicts: list[dict[str, Any]] | None = None
         self.n = n
         self.batch = 0
+        #: whether the answers carry known sizes (:mod:`ars_core.known_size`)
+        self.stamped = False
 
     def _marked(self, dicts: list[dict[str, Any]], data: bool) -> list[dict[str, Any]]:
         self.batch += 1
@@ -100,11 +104,20 @@ class Fresh:
         return out
 
     def core(self) -> list[Message]:
+        if self.stamped:  # every answer stamped as ARS's call that produced it stamped it
+            history = [message_from_dict(d) for d in self._marked(self.dicts, data=False)]
+            stamped = stamp_history(history, default_estimator())
+            return [message_from_dict(message_to_dict(m)) for m in stamped]  # nothing counted
         return [message_from_dict(d) for d in self._marked(self.dicts, data=False)]
 
     def langchain(self) -> list[Any]:
         from langchain_core.messages import messages_from_dict, messages_to_dict
 
+        if self.stamped:
+            lc = LC()
+            return list(
+                messages_from_dict(messages_to_dict([lc.from_core(m) for m in self.core()]))
+            )
         if self.lc_dicts is None:
             lc = LC()
             history = [message_from_dict(d) for d in self.dicts]
@@ -346,6 +359,8 @@ def measure(ctx: Context) -> dict[str, Any]:
         "  first call of a fresh process: " + ", ".join(f"{k} {v:.1f} ms" for k, v in first.items())
     )
 
+    resumed = _resumed(ctx, middleware)
+
     l2_n = ctx.args.l2_size
     fresh = Fresh(ctx.runs, l2_n)
     rounds = contenders(
@@ -368,7 +383,64 @@ def measure(ctx: Context) -> dict[str, Any]:
         "l2_n": l2_n,
         "l2_threshold": ctx.args.l2_threshold,
         "big": big,
+        "resumed": resumed,
     }
+
+
+#: where in T the history of a resumed thread's call is (its exact count / T)
+ZONE = 0.6
+
+
+def _resumed(ctx: Context, middleware: bool) -> dict[str, dict[str, float]]:
+    """A call at ~60% of T on a thread resumed cold (fresh objects; its UTF-8 bound
+    above T, so the count decides), the answers without and with known sizes:
+    ``{"name/stamped"|"name/plain": {n: ms}}``."""
+    out: dict[str, dict[str, float]] = {}
+    for n in _sizes(ctx):
+        fresh = Fresh(ctx.runs, n)
+        exact = default_estimator().count(fresh.core())
+        threshold_k = exact / ZONE / 1024
+        for stamped in (False, True):
+            fresh.stamped = stamped
+            folder = ctx.tmp / f"cold-zone-{n}-{stamped}"
+            prepares = contenders(
+                fresh, threshold_k=threshold_k, folder=folder, middleware=middleware
+            )
+            for name, prepare in prepares.items():
+                prepare()()
+                key = f"{name}/{'stamped' if stamped else 'plain'}"
+                out.setdefault(key, {})[str(n)] = _timed(prepare, _reps(ctx, n)).median_ms
+        ctx.log(
+            f"  resumed call at {ZONE:.0%} of T, {n} messages: "
+            + ", ".join(f"{k} {v[str(n)]:.1f} ms" for k, v in out.items())
+        )
+    return out
+
+
+def _render_resumed(sizes: Sequence[int], resumed: dict[str, dict[str, float]]) -> list[str]:
+    names = list(dict.fromkeys(k.split("/")[0] for k in resumed))
+    rows = [
+        [
+            name,
+            *(
+                fmt_ms(resumed[f"{name}/{kind}"][str(n)])
+                for n in sizes
+                for kind in ("plain", "stamped")
+            ),
+        ]
+        for name in names
+    ]
+    head = [f"{n:,} messages, {kind} (ms)" for n in sizes for kind in ("no known sizes", "stamped")]
+    lines = [
+        f"A call at ~{ZONE:.0%} of T on a thread resumed cold (fresh objects; the history's "
+        "UTF-8 bound above T, so its count decides): the answers without known sizes, and "
+        "stamped as ARS's calls stamp them (ars_core.known_size; LangChain and deepagents "
+        "read no stamp, same messages):",
+        "",
+        *table(["policy", *head], rows),
+        "",
+    ]
+    return lines
 
 
 def render(ctx: Context, data: dict[str, Any]) -> list[str]:
@@ -401,6 +473,8 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
             )
         )
     lines.append("")
+    if "resumed" in data:
+        lines += _render_resumed(sizes, data["resumed"])
     l2 = data["l2"]
     lines += [
         f"The first L2 round on {data['l2_n']:,} messages nothing has seen "

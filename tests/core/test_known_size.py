@@ -219,3 +219,28 @@ def test_a_warm_call_after_a_stamped_one_counts_only_what_was_appended() -> None
     outcome = run(compressor, grown, "sync")
     assert outcome.tokens_before == exact_size(grown, SYSTEM)
     assert texts_of(grown) & set(est.texts) == {"plain answer", "plain question"}
+
+
+def test_a_stamp_over_messages_already_counted_is_checked_by_their_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Messages of the covered part that hold a count (their bound is then that count,
+    not their bytes) are measured in bytes for the check: the stamp still matches, and
+    a stamp whose byte sum is off by one does not."""
+    messages = fresh(history("c"))
+    est = RecordingTiktoken()
+    for m in messages[:7]:
+        est.count_message(m)
+    size = exact_size(messages, SYSTEM)
+    compressor, _ = engine(est, size + 1)
+    est.texts.clear()
+    assert run(compressor, messages, "sync").tokens_before == size
+    assert texts_of(messages) & set(est.texts) == texts_of(messages[-2:])
+    last = messages[-2]
+    record = dict(last.metadata[MARK_KNOWN_SIZE])
+    off = attrs.evolve(
+        last, metadata={**last.metadata, MARK_KNOWN_SIZE: {**record, "bytes": record["bytes"] - 1}}
+    )
+    shifted = fresh([*messages[:-2], off, messages[-1]])
+    _, est2, _ = call(shifted, size + 1, "sync", False, monkeypatch)
+    assert texts_of(shifted) <= set(est2.texts)

@@ -18,7 +18,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 
 import ars_core.flow
-from ars_core import SummaryConfig
+import ars_langchain.middleware
+from ars_core import Compressor, SummaryConfig
 from ars_core.known_size import MARK_KNOWN_SIZE
 from ars_core.testing import RecordingTiktoken
 from ars_langchain import ArsSummarizationMiddleware
@@ -62,11 +63,19 @@ def resumed(saver: Any, config: dict[str, Any], ignore: bool, monkeypatch: Any) 
     the history it resumed."""
     built, model, est = agent(saver, 1, start=TURNS)
     history = built.get_state(config).values["messages"]
+    engine_calls: list[int] = []
+    engine_call = Compressor.call
     with monkeypatch.context() as m:
-        if ignore:  # the engine as it was: every stamp ignored
+        if ignore:  # the middleware and the engine as they were: every stamp ignored
             m.setattr(ars_core.flow, "known_history", lambda size, *args: size)
+            m.setattr(ars_langchain.middleware, "known_sendable", lambda *args: None)
+        m.setattr(
+            Compressor,
+            "call",
+            lambda self, *a, **k: engine_calls.append(1) or engine_call(self, *a, **k),
+        )
         built.invoke(question(TURNS), config)
-    return model.main_calls[-1], est.texts, history
+    return model.main_calls[-1], est.texts, history, len(engine_calls)
 
 
 def stamp(message: Any) -> Any:
@@ -83,9 +92,13 @@ def test_a_resumed_thread_counts_only_what_follows_its_newest_stamp(
 ) -> None:
     with make_saver(kind, tmp_path, request) as saver:
         stamped, plain = grow(saver, "stamped"), grow(saver, "plain")
-        sent, texts, history = resumed(saver, stamped, False, monkeypatch)
-        counted, all_texts, _ = resumed(saver, plain, True, monkeypatch)
+        sent, texts, history, engine = resumed(saver, stamped, False, monkeypatch)
+        counted, all_texts, _, engine_before = resumed(saver, plain, True, monkeypatch)
+        after = agent(saver, 0)[0].get_state(stamped).values["messages"]
     assert stamp(history[-1]) is not None  # the last answer was stamped, and kept
+    # decided without the engine (the engine takes the call without stamps)
+    assert (engine, engine_before) == (0, 1)
+    assert stamp(after[-1])["covers"] == len(sent) - 1  # its answer stamped in turn
     assert as_sent(sent) == as_sent(counted)  # the same request, the history whole (R1)
     assert len(sent) == 2 * TURNS + 2  # the system message, the history, the question
     contents = {m.content for m in history}
@@ -117,8 +130,8 @@ def test_a_stamp_of_edited_state_is_ignored(
             history = built.get_state(config).values["messages"]
             built.update_state(config, {"messages": edits(edit, history)})
         kept = built.get_state(configs[0]).values["messages"]
-        sent, texts, _ = resumed(saver, configs[0], False, monkeypatch)
-        counted, all_texts, _ = resumed(saver, configs[1], True, monkeypatch)
+        sent, texts, _, _ = resumed(saver, configs[0], False, monkeypatch)
+        counted, all_texts, _, _ = resumed(saver, configs[1], True, monkeypatch)
     assert as_sent(sent) == as_sent(counted)
     if edit == "remove_all":
         assert len(sent) == 2  # the system message and the new question
