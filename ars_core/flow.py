@@ -68,13 +68,12 @@ from .errors import SummarizerError
 from .estimate import (
     Estimator,
     Tools,
-    is_bounded,
     is_incremental,
     message_sizes,
     message_tokens,
 )
 from .floors import floors_reach_of
-from .known_size import known_history
+from .known_size import history_size
 from .l1 import L1Plan, offload_oversized_user_messages, plan_l1
 from .l1_media import media_offloader, offload_inline_media
 from .l2 import (
@@ -84,7 +83,6 @@ from .l2 import (
     select_cutoff,
     trim_tail,
 )
-from .memo import Memo
 from .messages import Message
 from .provider_size import provider_ratio
 from .retention import Retention, audit_retention, view_text
@@ -98,7 +96,7 @@ from .summarize import (
 )
 from .summary_call import InputHalver, RetryPolicy, SummaryCall
 from .task_text import TaskSection, fitted_summary, summarizer_limit, summary_task
-from .totals import CountLater, HistorySize, NewestFirst
+from .totals import CountLater, NewestFirst
 from .usage import Usage
 
 __all__ = ["CallOutcome", "FlowSettings", "StateUpdate", "can_compact", "flow"]
@@ -140,7 +138,7 @@ def flow(
         # kept messages go out as the L2 request sent them (prompt caches hold those bytes)
         effective = apply_sent_forms(list(effective), event)
     extra = _count_extra(est, system, tools)
-    history = _history_size(settings.memo, est, effective, event)
+    history = history_size(settings.memo, est, effective, event)
     r = CallState(
         settings=settings,
         state=state,
@@ -158,22 +156,6 @@ def flow(
         budget=budget,
     )
     return _run(r)
-
-
-def _history_size(
-    memo: Memo, est: Estimator, effective: Sequence[Message], event: SummarizationEvent | None
-) -> HistorySize:
-    """The size of the effective messages: for an incremental estimator, the engine's
-    running total of this history, extended by what was appended since the last call.
-    A history nothing of which was counted yet is sized by the estimator's bound when
-    it has one (:class:`~ars_core.capabilities.BoundedEstimator`), and counted exactly
-    only when that bound reaches a threshold (:meth:`CallState.fits`) or a count is read,
-    or sized from the newest answer's known count (:func:`~ars_core.known_size.known_history`)."""
-    if is_incremental(est):
-        bound = est.token_bound if is_bounded(est) else None
-        size = memo.history_size(effective, est.cache_key, est.count_message, bound)
-        return known_history(size, effective, event, est)
-    return HistorySize(est.count(effective))
 
 
 def can_compact(effective: Sequence[Message], event: SummarizationEvent | None, keep: int) -> bool:

@@ -57,8 +57,8 @@ from typing import Any
 
 from .capabilities import Utf8BoundedEstimator, has
 from .checkpoint import SummarizationEvent
-from .estimate import MESSAGE_OVERHEAD, is_incremental
-from .memo import TOKENS
+from .estimate import MESSAGE_OVERHEAD, Estimator, is_bounded, is_incremental
+from .memo import TOKENS, Memo
 from .messages import Message
 from .totals import HistorySize, Totals
 
@@ -70,6 +70,7 @@ __all__ = [
     "basis_of",
     "estimator_name",
     "fingerprint",
+    "history_size",
     "ids_digest",
     "known_history",
     "newest_stamp",
@@ -250,6 +251,23 @@ def known_history(
         return size
     size.known_prefix(covers, tokens)
     return size
+
+
+def history_size(
+    memo: Memo, est: Estimator, effective: Sequence[Message], event: SummarizationEvent | None
+) -> HistorySize:
+    """The size of the effective messages (built with ``event``): for an incremental
+    estimator, the engine's running total of this history, extended by what was
+    appended since the last call. A history nothing of which was counted yet is sized
+    by the estimator's bound when it has one
+    (:class:`~ars_core.capabilities.BoundedEstimator`) and counted exactly only when
+    that bound reaches a threshold or a count is read; or from the newest answer's
+    stamp (:func:`known_history`)."""
+    if is_incremental(est):
+        bound = est.token_bound if is_bounded(est) else None
+        size = memo.history_size(effective, est.cache_key, est.count_message, bound)
+        return known_history(size, effective, event, est)
+    return HistorySize(est.count(effective))
 
 
 def stamp_history(

@@ -35,6 +35,7 @@ from ars_core.known_size import (
 
 from .convert import MARKERS_KEY, from_core, to_core
 from .passthrough import _Pairs, _read, _summary_first
+from .provider_count import history_ratio
 
 __all__ = ["known_sendable", "stamp_known"]
 
@@ -79,7 +80,8 @@ def known_sendable(
         return None
     exact = tokens + sum(estimator.count_message(to_core(m)) for m in tail)
     notes = [synthetic_result(c) for c in pairs.unanswered()]
-    if not fits_by_bound(compressor, exact, system, tools, notes):
+    ratio = history_ratio(messages, estimator)  # the provider's, as sendable reads it
+    if not fits_by_bound(compressor, exact, system, tools, notes, ratio):
         return None
     stamp = {
         "covers": len(messages),

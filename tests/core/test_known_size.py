@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 import pytest
 
-import ars_core.flow
+import ars_core.known_size
 from ars_core import Compressor, Message, TiktokenEstimator
 from ars_core.known_size import (
     MARK_KNOWN_SIZE,
@@ -54,7 +54,7 @@ def call(
     compressor, emitter = engine(est, threshold)
     with monkeypatch.context() as m:
         if ignore:
-            m.setattr(ars_core.flow, "known_history", lambda size, *args: size)
+            m.setattr(ars_core.known_size, "known_history", lambda size, *args: size)
         outcome = run(compressor, fresh(messages), mode)
     return observed(outcome, emitter), est, outcome
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 
-import ars_core.flow
+import ars_core.known_size
 import ars_langchain.middleware
 from ars_core import Compressor, SummaryConfig
 from ars_core.known_size import MARK_KNOWN_SIZE
@@ -67,7 +67,7 @@ def resumed(saver: Any, config: dict[str, Any], ignore: bool, monkeypatch: Any) 
     engine_call = Compressor.call
     with monkeypatch.context() as m:
         if ignore:  # the middleware and the engine as they were: every stamp ignored
-            m.setattr(ars_core.flow, "known_history", lambda size, *args: size)
+            m.setattr(ars_core.known_size, "known_history", lambda size, *args: size)
             m.setattr(ars_langchain.middleware, "known_sendable", lambda *args: None)
         m.setattr(
             Compressor,
