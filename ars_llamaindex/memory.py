@@ -85,6 +85,7 @@ from .convert import system_text, to_core_messages, tool_schemas
 from .eventlog import EVENT_KEY_SUFFIX, RESERVED_KEY_MARK, LoadedState, load_state, record_of
 from .events import EventCallback, dispatch
 from .history import ChatHistory
+from .known_count import KNOWN_KEY_SUFFIX, KnownLog
 from .provider_count import USAGE_KEY_SUFFIX, UsageLog
 from .store import ChatStoreAdapter
 from .summarizer import LLMSummarizer
@@ -153,6 +154,7 @@ class ArsMemory(BaseMemory):
     _on_event: EventCallback | None = PrivateAttr(default=None)
     _is_overflow: Callable[[BaseException], bool] = PrivateAttr()
     _usage: UsageLog = PrivateAttr()
+    _known_log: KnownLog = PrivateAttr()
 
     def __init__(
         self,
@@ -185,6 +187,7 @@ class ArsMemory(BaseMemory):
         self._store = ChatStoreAdapter(store)
         self._history = ChatHistory()  # the stored messages converted, incrementally
         self._usage = UsageLog(self._store, f"{chat_store_key}{USAGE_KEY_SUFFIX}")
+        self._known_log = KnownLog(self._store, f"{chat_store_key}{KNOWN_KEY_SUFFIX}")
         self._config = config or SummaryConfig()
         # a URL or a registered name resolves through the plugin registry
         root: FileBackend = resolve_backend(file_backend) or default_backend()
@@ -347,12 +350,13 @@ class ArsMemory(BaseMemory):
     def _load(self) -> LoadedState:
         core, chat = self._converted(self._store.peek(self.chat_store_key, self._known()))
         core = self._usage.apply(core)  # the last answer's usage stamp (provider_count)
+        core = self._known_log.apply(core)  # its known size (known_count)
         return load_state(chat, core, self._store.peek(self.event_key), self.chat_store_key)
 
     async def _aload(self) -> LoadedState:
         stored = await self._store.apeek(self.chat_store_key, self._known())
         core, chat = self._converted(stored)
-        core = await self._usage.aapply(core)
+        core = await self._known_log.aapply(await self._usage.aapply(core))
         return load_state(chat, core, await self._store.apeek(self.event_key), self.chat_store_key)
 
     def _deliver(self, event: CompressionEvent) -> None:
@@ -390,6 +394,7 @@ class ArsMemory(BaseMemory):
         self, state: LoadedState, outcome: CallOutcome, options: CallOptions
     ) -> CompactionRound:
         self._usage.sent(outcome, options.system, options.tools)  # what a usage measures
+        self._known_log.keep(outcome, len(state.core))  # the answer lands after them
         return CompactionRound(
             outcome,
             deliver=self._deliver,
@@ -415,6 +420,7 @@ class ArsMemory(BaseMemory):
         with rnd.failing():  # the event could not be persisted: the round failed
             if (record := record_of(state, rnd.outcome)) is not None:
                 self._store.add(self.event_key, [record])
+        self._known_log.write()
         return rnd
 
     async def acompact_round(
@@ -432,6 +438,7 @@ class ArsMemory(BaseMemory):
         with rnd.failing():
             if (record := record_of(state, rnd.outcome)) is not None:
                 await self._store.aadd(self.event_key, [record])
+        await self._known_log.awrite()
         return rnd
 
     def compact(
@@ -565,12 +572,14 @@ class ArsMemory(BaseMemory):
         self._reread = True
         self._store.delete(self.event_key)
         self._usage.forget()
+        self._known_log.forget()
 
     async def areset(self) -> None:
         await self._store.adelete(self.chat_store_key)
         self._reread = True
         await self._store.adelete(self.event_key)
         self._usage.forget()
+        self._known_log.forget()
 
     # ------------------------------------------------------------ inspection
 

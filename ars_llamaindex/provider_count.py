@@ -23,7 +23,7 @@ reaches it) sizes by the estimator alone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage
@@ -32,6 +32,7 @@ from ars_core import Message
 from ars_core.adapter import MARK_PROVIDER_COUNT, message_key, stamp
 
 from .convert import to_core_messages
+from .stored_record import StoredRecord
 
 __all__ = ["USAGE_KEY_SUFFIX", "UsageLog", "raw_input_tokens"]
 
@@ -39,7 +40,6 @@ __all__ = ["USAGE_KEY_SUFFIX", "UsageLog", "raw_input_tokens"]
 USAGE_KEY_SUFFIX = "::ars_usage"
 #: the record's field in its ``ChatMessage.additional_kwargs``
 _FIELD = "ars_usage"
-_UNREAD: Any = object()
 
 
 def _get(obj: Any, key: str) -> Any:
@@ -69,12 +69,13 @@ def raw_input_tokens(raw: Any) -> int | None:
     return value + sum(_int(_get(usage, name)) or 0 for name in cached)
 
 
-class UsageLog:
+class UsageLog(StoredRecord):
     """The last answer's usage stamp of one conversation (see the module docstring)."""
 
+    field = _FIELD
+
     def __init__(self, store: Any, key: str) -> None:
-        self._store, self.key = store, key
-        self._record: Any = _UNREAD
+        super().__init__(store, key)
         self._sent: Any = None  # the estimate of the view the memory last returned
 
     def sent(self, outcome: Any, system: Any, tools: Any) -> None:
@@ -100,8 +101,7 @@ class UsageLog:
             return None
         core = to_core_messages([answer])[0]
         record = {"answer": message_key(core), "stamp": stamp(input_tokens, estimated, estimator)}
-        self._record = record
-        return [ChatMessage(role="system", content="", additional_kwargs={_FIELD: record})]
+        return self._rows(record)
 
     def record(self, answer: ChatMessage, input_tokens: int | None, estimator: Any) -> None:
         """Keep the provider's ``input_tokens`` for the request that ``answer`` answered."""
@@ -114,26 +114,10 @@ class UsageLog:
         if made is not None:
             await self._store.aset(self.key, made)
 
-    def _read(self, stored: Sequence[ChatMessage]) -> Any:
-        record = stored[-1].additional_kwargs.get(_FIELD) if stored else None
-        self._record = record if isinstance(record, Mapping) else None
-        return self._record
-
-    def apply(self, core: list[Message]) -> list[Message]:
+    def mark(self, core: list[Message], record: Any) -> list[Message]:
         """``core`` with its newest assistant message stamped, when it is the recorded
-        answer (the record is read from the store once)."""
-        if self._record is _UNREAD:
-            self._read(self._store.peek(self.key))
-        return _stamped(core, self._record)
-
-    async def aapply(self, core: list[Message]) -> list[Message]:
-        if self._record is _UNREAD:
-            self._read(await self._store.apeek(self.key))
-        return _stamped(core, self._record)
-
-    def forget(self) -> None:
-        """The conversation was reset: no record until one is made."""
-        self._record = None
+        answer."""
+        return _stamped(core, record)
 
 
 def _stamped(core: list[Message], record: Any) -> list[Message]:
