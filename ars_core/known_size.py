@@ -67,6 +67,7 @@ __all__ = [
     "NOT_AN_ANSWER",
     "STAMP_REACH",
     "Fingerprint",
+    "IdsDigest",
     "basis_of",
     "estimator_name",
     "fingerprint",
@@ -100,23 +101,63 @@ def basis_of(event: SummarizationEvent | None) -> list[Any] | None:
     return [int(event.cutoff), event.summary_message.id or ""]
 
 
+def _id_lines(ids: Sequence[str | None]) -> bytes:
+    """Each id as a JSON string (``null`` for none) on a line of its own: any string,
+    lone surrogates and NULs included, read unambiguously; the lines of a list are
+    those of its first part then those of the rest (a digest can be extended)."""
+    if not ids:
+        return b""
+    text = json.dumps([i if isinstance(i, str) else None for i in ids], separators=("\n", ":"))
+    return text[1:-1].encode("ascii") + b"\n"
+
+
+class IdsDigest:
+    """:func:`ids_digest` of a growing list of ids: :meth:`extend` with the ids
+    appended (read once), :meth:`hexdigest` at any length reached."""
+
+    __slots__ = ("_hasher", "count")
+
+    def __init__(self) -> None:
+        self._hasher, self.count = hashlib.blake2b(digest_size=16), 0
+
+    def extend(self, ids: Sequence[str | None]) -> IdsDigest:
+        self._hasher.update(_id_lines(ids))
+        self.count += len(ids)
+        return self
+
+    def hexdigest(self) -> str:
+        return str(self._hasher.hexdigest())
+
+    def copy(self) -> IdsDigest:
+        other = IdsDigest()
+        other._hasher, other.count = self._hasher.copy(), self.count
+        return other
+
+
 def ids_digest(ids: Sequence[str | None]) -> str:
-    """A digest of ``ids`` in order (``None`` as no id; any string, lone surrogates
-    and NULs included, read unambiguously)."""
-    text = json.dumps([i if isinstance(i, str) else None for i in ids])
-    return hashlib.blake2b(text.encode("ascii"), digest_size=16).hexdigest()
+    """A digest of ``ids`` in order (``None`` as no id)."""
+    return IdsDigest().extend(ids).hexdigest()
 
 
 class Fingerprint:
     """The byte bounds of a history's first messages, running (``sums[i]``: the first
-    ``i``), kept on the history's :class:`~ars_core.totals.Totals` while they describe
-    it: a call on a grown history measures its appended messages alone."""
+    ``i``), and the digest of their ids so far (of the first :attr:`hashed`), kept on
+    the history's :class:`~ars_core.totals.Totals` while they describe it: a call on
+    a grown history reads its appended messages alone."""
 
-    __slots__ = ("sums", "version")
+    __slots__ = ("ids", "sums", "version")
 
     def __init__(self, version: int) -> None:
         self.version = version
         self.sums = [0]
+        self.ids = IdsDigest()
+
+    def digest_to(self, messages: Sequence[Message], n: int) -> str:
+        """:func:`ids_digest` of the ids of ``messages[:n]``, extended from the last one
+        made (made again when ``n`` is below it)."""
+        if n < self.ids.count:
+            return ids_digest([m.id for m in messages[:n]])
+        return self.ids.extend([m.id for m in messages[self.ids.count : n]]).hexdigest()
 
     def bytes_to(
         self, messages: Sequence[Message], n: int, measure: Any, totals: Totals, key: Any
@@ -143,13 +184,12 @@ def fingerprint(
     of their ids (the byte sums kept on ``totals`` when given, for the next call)."""
     measure = estimator.utf8_bytes.measure
     if totals is None:
-        total = sum(map(measure, messages[:n]))
-    else:
-        found = totals.known
-        if not isinstance(found, Fingerprint) or found.version != totals.version:
-            found = totals.known = Fingerprint(totals.version)
-        total = found.bytes_to(messages, n, measure, totals, estimator.cache_key)
-    return total, ids_digest([m.id for m in messages[:n]])
+        return sum(map(measure, messages[:n])), ids_digest([m.id for m in messages[:n]])
+    found = totals.known
+    if not isinstance(found, Fingerprint) or found.version != totals.version:
+        found = totals.known = Fingerprint(totals.version)
+    total = found.bytes_to(messages, n, measure, totals, estimator.cache_key)
+    return total, found.digest_to(messages, n)
 
 
 def stamp_of(

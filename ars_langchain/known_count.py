@@ -17,24 +17,26 @@ answer of a call sent so is stamped in turn.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from langchain_core.messages import AIMessage
 
 from ars_core import Compressor, Message
-from ars_core.adapter import Tools, fits_by_bound, synthetic_result, utf8_bound
+from ars_core.adapter import Tools, fits_by_bound, fitting_bound, synthetic_result, utf8_bound
 from ars_core.known_size import (
     MARK_KNOWN_SIZE,
     NOT_AN_ANSWER,
+    IdsDigest,
     estimator_name,
-    ids_digest,
     newest_stamp,
     read_stamp,
 )
 
 from .convert import MARKERS_KEY, from_core, to_core
-from .passthrough import _Pairs, _read, _summary_first
+from .passthrough import Passthrough, _Pairs, _read, _summary_first
 from .provider_count import history_ratio
 
 __all__ = ["known_sendable", "stamp_known"]
@@ -49,48 +51,94 @@ def _answer_stamp(message: Any) -> Any:
     return markers.get(MARK_KNOWN_SIZE) if isinstance(markers, Mapping) else None
 
 
+class _Decided:
+    """A history :func:`known_sendable` sent (its messages as read, their exact count
+    and bound, their pairing, the digest of their ids): a call on the same objects with
+    messages appended reads only those."""
+
+    __slots__ = ("bound", "exact", "ids", "messages", "pairs")
+
+    def __init__(self, messages: list[Any], exact: int, bound: int, pairs: _Pairs, ids: Any):
+        self.messages, self.exact, self.bound, self.pairs, self.ids = (
+            messages,
+            exact,
+            bound,
+            pairs,
+            ids,
+        )
+
+    def extended_by(self, messages: Sequence[Any]) -> bool:
+        """Whether ``messages`` are these messages (the same objects, or equal ones) with
+        messages appended: the remembered list grown by them, compared whole at C speed."""
+        prev, n = self.messages, len(self.messages)
+        if not (0 < n <= len(messages) and messages[0] is prev[0]):
+            return False
+        prev.extend(messages[n:])
+        try:
+            return (messages if isinstance(messages, list) else list(messages)) == prev
+        finally:
+            del prev[n:]
+
+
+#: the last history each passthrough (a thread's session) sent by its known size
+_decided: weakref.WeakKeyDictionary[Passthrough, _Decided] = weakref.WeakKeyDictionary()
+_decided_lock = threading.Lock()
+
+
+def _from_stamp(messages: Sequence[Any], estimator: Any, counter: Any, limit: int | None) -> Any:
+    """``_Decided`` of the part the newest answer's stamp covers, when every part of its
+    fingerprint matches (``None`` otherwise)."""
+    found = newest_stamp(messages, _answer_stamp)
+    read = read_stamp(found[1], estimator) if found is not None else None
+    if found is None or read is None:
+        return None
+    covers, tokens, size, ids, basis = read
+    if covers != found[0] or basis is not None:  # the passthrough sends no summary
+        return None
+    head = messages[:covers]
+    pairs = _Pairs(broken=_summary_first(messages))
+    if _read(head, pairs, counter, estimator, limit)[0] != size:
+        return None
+    digest = IdsDigest().extend([m.id for m in head])
+    return _Decided(list(head), tokens, size, pairs, digest) if digest.hexdigest() == ids else None
+
+
 def known_sendable(
     compressor: Compressor,
+    passthrough: Passthrough,
     messages: Sequence[Any],
     system: Message | None,
     tools: Tools | None,
     limit: int | None = None,
 ) -> tuple[list[Any], dict[str, Any]] | None:
     """The notes to send after ``messages`` when they go out as they came, decided by
-    the newest answer's stamp (see the module doc), and the stamp of this request for
-    its answer; ``None`` when the stamp does not match (or is missing), when the engine
-    would change the view, or when the request is not below T. Raises
-    :class:`~ars_langchain.passthrough.TooMuch` past ``limit`` characters of text."""
+    the newest answer's stamp (see the module doc) or by the history this passthrough
+    last sent so, and the stamp of this request for its answer; ``None`` when the stamp
+    does not match (or is missing), when the engine would change the view, or when the
+    request is not below T. Raises :class:`~ars_langchain.passthrough.TooMuch` past
+    ``limit`` characters of text."""
     estimator: Any = compressor.estimator
     counter = utf8_bound(estimator)
-    found = newest_stamp(messages, _answer_stamp) if counter is not None else None
-    read = read_stamp(found[1], estimator) if found is not None else None
-    if counter is None or found is None or read is None:
+    if counter is None:
         return None
-    covers, tokens, size, ids, basis = read
-    if covers != found[0] or basis is not None:  # the passthrough sends no summary
-        return None
-    pairs = _Pairs(broken=_summary_first(messages))
-    head = _read(messages[:covers], pairs, counter, estimator, limit)[0]
-    if head != size or ids_digest([m.id for m in messages[:covers]]) != ids:
-        return None
-    tail = messages[covers:]
-    bound = head + _read(tail, pairs, counter, estimator, limit)[0]
-    if pairs.broken:
-        return None
-    exact = tokens + sum(estimator.count_message(to_core(m)) for m in tail)
-    notes = [synthetic_result(c) for c in pairs.unanswered()]
+    with _decided_lock:
+        last = _decided.get(passthrough)
+        start = last if last is not None and last.extended_by(messages) else None
+    start = start or _from_stamp(messages, estimator, counter, limit)
     ratio = history_ratio(messages, estimator)  # the provider's, as sendable reads it
-    if not fits_by_bound(compressor, exact, system, tools, notes, ratio):
+    if start is None or start.exact >= fitting_bound(compressor, ratio):
         return None
-    stamp = {
-        "covers": len(messages),
-        "tokens": exact,
-        "bytes": bound,
-        "ids": ids_digest([m.id for m in messages]),
-        "basis": None,
-        "estimator": estimator_name(estimator),
-    }
+    tail, pairs = messages[len(start.messages) :], _Pairs(start.pairs)
+    bound = start.bound + _read(tail, pairs, counter, estimator, limit)[0]
+    exact = start.exact + sum(estimator.count_message(to_core(m)) for m in tail)
+    notes = [synthetic_result(c) for c in pairs.unanswered()]
+    if pairs.broken or not fits_by_bound(compressor, exact, system, tools, notes, ratio):
+        return None
+    ids = start.ids.copy().extend([m.id for m in tail])
+    with _decided_lock:
+        _decided[passthrough] = _Decided(list(messages), exact, bound, pairs, ids)
+    stamp = {"covers": len(messages), "tokens": exact, "bytes": bound, "ids": ids.hexdigest()}
+    stamp.update(basis=None, estimator=estimator_name(estimator))
     return [from_core(n) for n in notes], stamp
 
 

@@ -364,18 +364,10 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         if call.converted or call.event is not None or call.requested:
             return None
         session, request = call.session, call.request
-        notes = sendable(
-            session.compressor,
-            session.passthrough,
-            request.messages,
-            call.system,
-            call.tools,
-            limit,
-        )
+        args = (session.compressor, session.passthrough, request.messages, call.system)
+        notes = sendable(*args, call.tools, limit)
         if notes is None:  # above T by its bound: below it by its newest answer's count?
-            known = known_sendable(
-                session.compressor, request.messages, call.system, call.tools, limit
-            )
+            known = known_sendable(*args, call.tools, limit)
             if known is None:
                 return None
             notes, call.known = known

@@ -63,19 +63,27 @@ def resumed(saver: Any, config: dict[str, Any], ignore: bool, monkeypatch: Any) 
     the history it resumed."""
     built, model, est = agent(saver, 1, start=TURNS)
     history = built.get_state(config).values["messages"]
-    engine_calls: list[int] = []
-    engine_call = Compressor.call
     with monkeypatch.context() as m:
-        if ignore:  # the middleware and the engine as they were: every stamp ignored
-            m.setattr(ars_core.known_size, "known_history", lambda size, *args: size)
-            m.setattr(ars_langchain.middleware, "known_sendable", lambda *args: None)
-        m.setattr(
-            Compressor,
-            "call",
-            lambda self, *a, **k: engine_calls.append(1) or engine_call(self, *a, **k),
-        )
+        engine_calls = patched(m, ignore)
         built.invoke(question(TURNS), config)
     return model.main_calls[-1], est.texts, history, len(engine_calls)
+
+
+def patched(m: pytest.MonkeyPatch, ignore: bool) -> list[int]:
+    """The engine's calls, counted; with ``ignore``, the middleware and the engine as
+    they were: every stamp ignored."""
+    if ignore:
+        m.setattr(ars_core.known_size, "known_history", lambda size, *args: size)
+        m.setattr(ars_langchain.middleware, "known_sendable", lambda *args: None)
+    calls: list[int] = []
+    engine_call = Compressor.call
+
+    def counted(self: Compressor, *args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return engine_call(self, *args, **kwargs)
+
+    m.setattr(Compressor, "call", counted)
+    return calls
 
 
 def stamp(message: Any) -> Any:
@@ -140,3 +148,27 @@ def test_a_stamp_of_edited_state_is_ignored(
     # the history is above T by its bound: counted whole, as without stamps
     assert {m.content for m in kept} <= set(texts)
     assert texts == all_texts
+
+
+def test_an_agent_in_the_zone_decides_each_call_from_the_last_one(
+    tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One agent (one process) growing a thread through the zone: only the first call
+    whose bound reaches T goes through the engine (the history counted whole); every
+    later call is decided from the last one's count and the messages appended, each
+    message encoded once, and the requests are those of the engine ignoring stamps."""
+    turns = TURNS + 6
+    sent = []
+    for ignore in (False, True):
+        with make_saver("memory", tmp_path, request) as saver, monkeypatch.context() as m:
+            engine_calls = patched(m, ignore)
+            built, model, est = agent(saver, turns)
+            config = {"configurable": {"thread_id": "zone"}}
+            for i in range(turns):
+                built.invoke(question(i), config)
+        sent.append([as_sent(c) for c in model.main_calls])
+        if not ignore:
+            contents = [t for t in est.texts if t.startswith(("question", "answer"))]
+            assert len(contents) == len(set(contents)) == 2 * turns - 1
+            assert len(engine_calls) == 1
+    assert sent[0] == sent[1]
