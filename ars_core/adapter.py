@@ -125,6 +125,7 @@ __all__ = [
     "read_page",
     "reads_kept_part_only",
     "render_prompt",
+    "request_extra",
     "resolve_backend",
     "scope_name",
     "stamp",
@@ -160,9 +161,20 @@ def fits_by_bound(
     event (its T in estimate units, the rest counted as it counts them;
     ``provider_ratio``: the history's :func:`~ars_core.provider_size.provider_ratio`,
     as the engine reads it from the same messages)."""
-    est: Any = compressor.estimator
-    extra = _count_extra(est, system, tools) + sum(message_tokens(est, m) for m in notes)
+    extra = request_extra(compressor, system, tools, notes)
     return bound + extra < fitting_bound(compressor, provider_ratio)
+
+
+def request_extra(
+    compressor: Compressor,
+    system: Message | str | None,
+    tools: Tools | None,
+    notes: Sequence[Message] = (),
+) -> int:
+    """What a request counts beside its messages, as the engine counts it: the system
+    message, the tools and the ``notes`` pairing adds to calls without a result."""
+    est: Any = compressor.estimator
+    return _count_extra(est, system, tools) + sum(message_tokens(est, m) for m in notes)
 
 
 def fitting_bound(compressor: Compressor, provider_ratio: float = 1.0) -> int:

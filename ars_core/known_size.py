@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -145,12 +146,13 @@ class Fingerprint:
     the history's :class:`~ars_core.totals.Totals` while they describe it: a call on
     a grown history reads its appended messages alone."""
 
-    __slots__ = ("ids", "sums", "version")
+    __slots__ = ("ids", "lock", "sums", "version")
 
     def __init__(self, version: int) -> None:
         self.version = version
         self.sums = [0]
         self.ids = IdsDigest()
+        self.lock = threading.Lock()  # calls of two threads on one history
 
     def digest_to(self, messages: Sequence[Message], n: int) -> str:
         """:func:`ids_digest` of the ids of ``messages[:n]``, extended from the last one
@@ -188,8 +190,9 @@ def fingerprint(
     found = totals.known
     if not isinstance(found, Fingerprint) or found.version != totals.version:
         found = totals.known = Fingerprint(totals.version)
-    total = found.bytes_to(messages, n, measure, totals, estimator.cache_key)
-    return total, found.digest_to(messages, n)
+    with found.lock:
+        total = found.bytes_to(messages, n, measure, totals, estimator.cache_key)
+        return total, found.digest_to(messages, n)
 
 
 def stamp_of(

@@ -22,10 +22,11 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar, cast
 
+import attrs
 from langchain_core.messages import AIMessage
 
 from ars_core import Compressor, Message
-from ars_core.adapter import Tools, fits_by_bound, fitting_bound, synthetic_result, utf8_bound
+from ars_core.adapter import Tools, fitting_bound, request_extra, synthetic_result, utf8_bound
 from ars_core.known_size import (
     MARK_KNOWN_SIZE,
     NOT_AN_ANSWER,
@@ -39,7 +40,7 @@ from .convert import MARKERS_KEY, from_core, to_core
 from .passthrough import Passthrough, _Pairs, _read, _summary_first
 from .provider_count import history_ratio
 
-__all__ = ["known_sendable", "stamp_known"]
+__all__ = ["KnownRequest", "known_sendable", "stamp_known"]
 
 R = TypeVar("R")
 
@@ -49,6 +50,18 @@ def _answer_stamp(message: Any) -> Any:
         return NOT_AN_ANSWER
     markers = (message.response_metadata or {}).get(MARKERS_KEY)
     return markers.get(MARK_KNOWN_SIZE) if isinstance(markers, Mapping) else None
+
+
+@attrs.frozen
+class KnownRequest:
+    """A request decided by its known size: the notes sent after its messages, the
+    stamp for its answer, and the estimator's count of the whole request (what a
+    reported usage is recorded against: its ``tokens_after``)."""
+
+    notes: list[Any]
+    known: dict[str, Any]
+    tokens_after: int
+    view: Sequence[Any] = ()  # the messages sent (the request's, then the notes)
 
 
 class _Decided:
@@ -110,10 +123,10 @@ def known_sendable(
     system: Message | None,
     tools: Tools | None,
     limit: int | None = None,
-) -> tuple[list[Any], dict[str, Any]] | None:
-    """The notes to send after ``messages`` when they go out as they came, decided by
-    the newest answer's stamp (see the module doc) or by the history this passthrough
-    last sent so, and the stamp of this request for its answer; ``None`` when the stamp
+) -> KnownRequest | None:
+    """The request ``messages`` make when they go out as they came, decided by the
+    newest answer's stamp (see the module doc) or by the history this passthrough
+    last sent so: its notes, the stamp for its answer, its estimate; ``None`` when the stamp
     does not match (or is missing), when the engine would change the view, or when the
     request is not below T. Raises :class:`~ars_langchain.passthrough.TooMuch` past
     ``limit`` characters of text."""
@@ -132,14 +145,16 @@ def known_sendable(
     bound = start.bound + _read(tail, pairs, counter, estimator, limit)[0]
     exact = start.exact + sum(estimator.count_message(to_core(m)) for m in tail)
     notes = [synthetic_result(c) for c in pairs.unanswered()]
-    if pairs.broken or not fits_by_bound(compressor, exact, system, tools, notes, ratio):
+    extra = request_extra(compressor, system, tools, notes)
+    if pairs.broken or exact + extra >= fitting_bound(compressor, ratio):
         return None
     ids = start.ids.copy().extend([m.id for m in tail])
     with _decided_lock:
         _decided[passthrough] = _Decided(list(messages), exact, bound, pairs, ids)
     stamp = {"covers": len(messages), "tokens": exact, "bytes": bound, "ids": ids.hexdigest()}
     stamp.update(basis=None, estimator=estimator_name(estimator))
-    return [from_core(n) for n in notes], stamp
+    sent = [from_core(n) for n in notes]
+    return KnownRequest(sent, stamp, exact + extra, [*messages, *sent])
 
 
 def stamp_known(response: R, stamp: Mapping[str, Any] | None) -> R:

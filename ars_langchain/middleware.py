@@ -31,7 +31,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import anyio.to_thread
 from langchain.agents.middleware.types import (
@@ -66,7 +66,7 @@ from ars_core.adapter import (
 
 from .backends import BackendResolver, BackendSource, reads_agent_files
 from .convert import to_core, tool_schemas
-from .known_count import known_sendable, stamp_known
+from .known_count import KnownRequest, known_sendable, stamp_known
 from .langchain_args import UNSET, Arguments, LangChainArgs, read_arguments
 from .passthrough import Replay, TooMuch, sendable
 from .provider_count import stamp_response
@@ -367,10 +367,10 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
         args = (session.compressor, session.passthrough, request.messages, call.system)
         notes = sendable(*args, call.tools, limit)
         if notes is None:  # above T by its bound: below it by its newest answer's count?
-            known = known_sendable(*args, call.tools, limit)
-            if known is None:
+            call.known = known_sendable(*args, call.tools, limit)
+            if call.known is None:
                 return None
-            notes, call.known = known
+            notes = call.known.notes
         if not notes:
             as_it_came: ModelRequest[Any] = request
             return as_it_came
@@ -453,7 +453,15 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
             return response
         return ExtendedModelResponse(model_response=response, command=Command(update=values))
 
-    def _record_usage(self, call: Call, response: Any, outcome: CallOutcome) -> Any:
+    def _sent_as_it_came(self, call: Call, response: ModelResponse[Any]) -> ModelResponse[Any]:
+        """The answer to a request sent without the engine; decided by its known size, the
+        answer stamped with it and any usage recorded against its estimate."""
+        if call.known is None:
+            return response
+        answer = self._record_usage(call, response, call.known)
+        return cast("ModelResponse[Any]", stamp_known(answer, call.known.known))
+
+    def _record_usage(self, call: Call, response: Any, outcome: CallOutcome | KnownRequest) -> Any:
         """Record the main model's usage; the response, its answer stamped with the
         provider's count beside the estimator's (read back by later calls)."""
         session = call.session
@@ -514,8 +522,8 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
                     raise  # what the engine does with it below T
                 replay = Replay(error=exc)  # the forced path, as the engine takes it
             else:
-                if not _usage(response):  # what the engine returns below T
-                    return stamp_known(response, call.known)
+                if not _usage(response) or call.known is not None:  # as the engine below T
+                    return self._sent_as_it_came(call, response)
                 replay = Replay(response)  # recorded against the engine's count
         call = self._engine_call(call)
 
@@ -549,8 +557,8 @@ class ArsSummarizationMiddleware(AgentMiddleware[ArsState, Any]):
                     raise
                 replay = Replay(error=exc)
             else:
-                if not _usage(response):
-                    return stamp_known(response, call.known)
+                if not _usage(response) or call.known is not None:
+                    return self._sent_as_it_came(call, response)
                 replay = Replay(response)
         call = self._engine_call(call)
 

@@ -205,7 +205,7 @@ class Call:
     requested: bool = False  # the compaction tool asked for an L2 round
     request: Any = None  # the model request, without tools the agent does not need
     converted: bool = True  # whether ``messages`` are the request's (else not converted yet)
-    known: dict[str, Any] | None = None  # the stamp of a request sent as it came, if counted
+    known: Any = None  # a request sent as it came decided by its known size (KnownRequest)
 
     def options(self, emitter: EventEmitter) -> CallOptions:
         """What the engine gets for this call (``call``, ``compact_now``...)."""

@@ -34,19 +34,27 @@ CONFIG = SummaryConfig(summary_threshold=4, summary_keep_messages=4)
 TURNS = 14  # ~2.6K of T's ~4K tokens, ~14 KB of text: the zone
 
 
-def answer(i: int) -> AIMessage:
-    return AIMessage(prose(f"answer {i}", 100), id=f"a-{i}")
+def answer(i: int, usage: bool = False) -> AIMessage:
+    reported = {"input_tokens": 1000, "output_tokens": 100, "total_tokens": 1100}
+    return AIMessage(
+        prose(f"answer {i}", 100), id=f"a-{i}", usage_metadata=reported if usage else None
+    )
 
 
 def question(i: int) -> dict[str, Any]:
     return {"messages": [HumanMessage(prose(f"question {i}", 30), id=f"h-{i}")]}
 
 
-def agent(saver: Any, replies: int, start: int = 0) -> tuple[Any, FakeToolChatModel, Any]:
-    """A new agent (a new middleware and estimator: a new process) on ``saver``."""
-    model = FakeToolChatModel([answer(start + i) for i in range(replies)])
+def agent(
+    saver: Any, replies: int, start: int = 0, usage: list[Any] | None = None
+) -> tuple[Any, FakeToolChatModel, Any]:
+    """A new agent (a new middleware and estimator: a new process) on ``saver``; its
+    model reports usage when ``usage`` is given (the records go there)."""
+    reports = usage is not None
+    model = FakeToolChatModel([answer(start + i, reports) for i in range(replies)])
     est = RecordingTiktoken()
-    mw = ArsSummarizationMiddleware(CONFIG, estimator=est, read_tool=False)
+    record = usage.append if usage is not None else None
+    mw = ArsSummarizationMiddleware(CONFIG, estimator=est, read_tool=False, on_model_usage=record)
     return build_agent(model, mw, tools=[])(saver), model, est
 
 
@@ -172,3 +180,31 @@ def test_an_agent_in_the_zone_decides_each_call_from_the_last_one(
             assert len(contents) == len(set(contents)) == 2 * turns - 1
             assert len(engine_calls) == 1
     assert sent[0] == sent[1]
+
+
+def test_a_reported_usage_is_recorded_against_the_known_estimate(
+    tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model reporting usage: the resumed thread's call is still decided without the
+    engine, and its usage is recorded against the estimate the engine (ignoring stamps)
+    records for the same request; the answer carries both stamps."""
+    seen = []
+    with make_saver("memory", tmp_path, request) as saver:
+        for ignore, thread in ((False, "stamped"), (True, "plain")):
+            config = {"configurable": {"thread_id": thread}}
+            built, _, _ = agent(saver, TURNS, usage=[])
+            for i in range(TURNS):
+                built.invoke(question(i), config)
+            records: list[Any] = []
+            built, model, _ = agent(saver, 1, start=TURNS, usage=records)
+            with monkeypatch.context() as m:
+                engine_calls = patched(m, ignore)
+                built.invoke(question(TURNS), config)
+            last = built.get_state(config).values["messages"][-1]
+            seen.append((as_sent(model.main_calls[-1]), records, len(engine_calls), last))
+    (sent, records, engine, last), (counted, expected, engine_before, _) = seen
+    assert sent == counted and (engine, engine_before) == (0, 1)
+    assert [r["estimated_tokens"] for r in records] == [r["estimated_tokens"] for r in expected]
+    assert [r["view_messages"] for r in records] == [r["view_messages"] for r in expected]
+    markers = last.response_metadata[MARKERS_KEY]
+    assert markers[MARK_KNOWN_SIZE]["covers"] == len(sent) - 1 and "ars_provider_count" in markers
