@@ -160,8 +160,8 @@ def test_report_has_every_section(smoke: tuple[str, dict[str, object], str]) -> 
     ):
         assert heading in report
     # A, L2, B, B defaults, B usage, C errors, C speed, D, E, F, G, H kinds, H fit, I stall,
-    # I memory, J formats, J images, K, L, M calls, M first round, N
-    assert len(parse_tables(report)) == 22
+    # I memory, J formats, J images, K, L, M calls, M resumed calls, M first round, N
+    assert len(parse_tables(report)) == 23
     assert set(raw) == {
         "per_call_ms",
         "l2_ms",
@@ -630,12 +630,18 @@ def test_chat_section_skips_without_its_data(tmp_path: Path) -> None:
 
 def test_cold_section(smoke: tuple[str, dict[str, object], str]) -> None:
     """M in quick mode: every contender timed on fresh objects at both sizes, the first
-    call of a fresh process for ARS and LangChain, a cold first L2 round for each, and
-    the large call ran (L2, files written, memory sampled); one target line per target."""
+    call of a fresh process for ARS and LangChain, a call at ~60% of T on a resumed
+    thread without and with known sizes, a cold first L2 round for each, and the large
+    call ran (L2, files written, memory sampled); one target line per target."""
     report, raw, _ = smoke
-    calls, rounds = section_tables(report, "## M. Cold")
+    calls, resumed, rounds = section_tables(report, "## M. Cold")
     names = ["ARS middleware", "ARS core", "LangChain", "deepagents"]
     assert [row["policy"] for row in calls] == names
+    assert [row["policy"] for row in resumed] == names
+    for row in resumed:
+        for n in (100, 300):
+            assert num(row[f"{n} messages, no known sizes (ms)"]) > 0
+            assert num(row[f"{n} messages, stamped (ms)"]) > 0
     assert [row["policy"] for row in rounds] == names
     for row in calls:
         assert num(row["100 messages, new thread (ms)"]) > 0
