@@ -52,6 +52,15 @@ from .errors import is_context_overflow
 from .estimate import OFFLOAD_CHARS, is_calibrated, message_tokens
 from .flow import _count_extra, can_compact
 from .hookspecs import hookimpl
+from .known_size import (
+    MARK_KNOWN_SIZE,
+    NOT_AN_ANSWER,
+    IdsDigest,
+    estimator_name,
+    newest_stamp,
+    read_stamp,
+)
+from .known_size import stamped as with_known_size
 from .layout import OUTPUT_FOLDERS, output_folder
 from .memo import unchanged_prefix
 from .messages import MARK_SUMMARY, Message
@@ -89,8 +98,10 @@ __all__ = [
     "CONFIG_FIELDS",
     "DEFAULT_READ_LIMIT",
     "DEFAULT_READ_ONLY",
+    "MARK_KNOWN_SIZE",
     "MARK_PROVIDER_COUNT",
     "MARK_SUMMARY",
+    "NOT_AN_ANSWER",
     "OFFLOAD_CHARS",
     "OUTPUT_FOLDERS",
     "READ_TOOL_DESCRIPTION",
@@ -101,6 +112,7 @@ __all__ = [
     "EstimatorLike",
     "EventCheck",
     "EventEmitter",
+    "IdsDigest",
     "OverflowClassifier",
     "SummarizerLike",
     "Tools",
@@ -111,6 +123,7 @@ __all__ = [
     "decode_text",
     "deliver_event",
     "encode_text",
+    "estimator_name",
     "fits_by_bound",
     "fitting_bound",
     "hookimpl",
@@ -118,11 +131,13 @@ __all__ = [
     "is_context_overflow",
     "is_temporary",
     "message_key",
+    "newest_stamp",
     "output_folder",
     "provider_ratio",
     "ratio_of",
     "read_error_text",
     "read_page",
+    "read_stamp",
     "reads_kept_part_only",
     "render_prompt",
     "request_extra",
@@ -134,6 +149,7 @@ __all__ = [
     "unchanged_prefix",
     "utf8_bound",
     "warn_unpaired",
+    "with_known_size",
 ]
 
 

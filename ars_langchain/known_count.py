@@ -26,14 +26,18 @@ import attrs
 from langchain_core.messages import AIMessage
 
 from ars_core import Compressor, Message
-from ars_core.adapter import Tools, fitting_bound, request_extra, synthetic_result, utf8_bound
-from ars_core.known_size import (
+from ars_core.adapter import (
     MARK_KNOWN_SIZE,
     NOT_AN_ANSWER,
     IdsDigest,
+    Tools,
     estimator_name,
+    fitting_bound,
     newest_stamp,
     read_stamp,
+    request_extra,
+    synthetic_result,
+    utf8_bound,
 )
 
 from .convert import MARKERS_KEY, from_core, to_core

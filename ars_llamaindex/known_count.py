@@ -23,7 +23,7 @@ from typing import Any
 from llama_index.core.base.llms.types import ChatMessage
 
 from ars_core import Message
-from ars_core.known_size import MARK_KNOWN_SIZE, stamped
+from ars_core.adapter import MARK_KNOWN_SIZE, with_known_size
 
 from .stored_record import StoredRecord
 
@@ -82,5 +82,5 @@ def _stamped(core: list[Message], record: Any) -> list[Message]:
     if message.role != "assistant" or MARK_KNOWN_SIZE in message.metadata:
         return core
     copy = list(core)
-    copy[at] = stamped(message, stamp)
+    copy[at] = with_known_size(message, stamp)
     return copy
