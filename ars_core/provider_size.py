@@ -44,6 +44,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .known_size import NOT_AN_ANSWER, STAMP_REACH, estimator_name
+from .known_size import newest_stamp as newest_answer_stamp
 from .messages import Message
 
 __all__ = [
@@ -62,8 +64,6 @@ __all__ = [
 MARK_PROVIDER_COUNT = "ars_provider_count"
 #: the largest provider/estimator ratio used (a larger one is taken as this)
 MAX_PROVIDER_RATIO = 4.0
-#: how far from the end of a history the newest assistant message is looked for
-STAMP_REACH = 256
 
 
 def stamp(input_tokens: int, estimated: int, estimator: Any) -> dict[str, Any]:
@@ -73,7 +73,7 @@ def stamp(input_tokens: int, estimated: int, estimator: Any) -> dict[str, Any]:
     return {
         "input_tokens": int(input_tokens),
         "estimated": int(estimated),
-        "estimator": str(getattr(estimator, "name", type(estimator).__name__)),
+        "estimator": estimator_name(estimator),
     }
 
 
@@ -92,8 +92,7 @@ def ratio_of(record: Any, estimator: Any) -> float:
     estimator made it."""
     if not isinstance(record, Mapping):
         return 1.0
-    name = str(getattr(estimator, "name", type(estimator).__name__))
-    if record.get("estimator") != name:
+    if record.get("estimator") != estimator_name(estimator):
         return 1.0
     try:
         actual, estimated = int(record["input_tokens"]), int(record["estimated"])
@@ -109,14 +108,16 @@ def newest_stamp(messages: Sequence[Message]) -> Any:
     none: only the newest answer is read, and only among the last
     :data:`STAMP_REACH` messages, so a history without usage costs a few steps from
     its end)."""
-    for i in range(len(messages) - 1, max(-1, len(messages) - 1 - STAMP_REACH), -1):
-        message: Any = messages[i]
-        if isinstance(message, Mapping):  # an OpenAI-style dict: it carries no usage
-            if message.get("role") == "assistant":
-                return None
-        elif message.role == "assistant":
-            return message.metadata.get(MARK_PROVIDER_COUNT)
-    return None
+    found = newest_answer_stamp(messages, _usage_stamp)
+    return found[1] if found is not None else None
+
+
+def _usage_stamp(message: Any) -> Any:
+    if isinstance(message, Mapping):  # an OpenAI-style dict: it carries no usage
+        return None if message.get("role") == "assistant" else NOT_AN_ANSWER
+    if message.role != "assistant":
+        return NOT_AN_ANSWER
+    return message.metadata.get(MARK_PROVIDER_COUNT)
 
 
 def provider_ratio(messages: Sequence[Message], estimator: Any) -> float:

@@ -49,12 +49,31 @@ from ars_core import (
     ToolCall,
 )
 
-__all__ = ["LC_KEY", "MARKERS_KEY", "from_core", "to_core", "tool_schemas"]
+__all__ = ["LC_KEY", "MARKERS_KEY", "from_core", "marker", "to_core", "tool_schemas", "with_marker"]
 
 #: core ``metadata`` key holding the LangChain-only fields of a message
 LC_KEY = "lc"
 #: ``response_metadata`` key holding ARS markers on the LangChain side
 MARKERS_KEY = "ars"
+
+
+def marker(message: Any, key: str) -> Any:
+    """The ARS marker ``key`` a LangChain message carries in its ``response_metadata``
+    (``None`` when it carries none)."""
+    markers = (getattr(message, "response_metadata", None) or {}).get(MARKERS_KEY)
+    return markers.get(key) if isinstance(markers, Mapping) else None
+
+
+def with_marker(message: AIMessage, key: str, value: Any) -> AIMessage:
+    """A copy of the answer ``message`` carrying the ARS marker ``key`` (the model's
+    object is not changed; its other markers are kept)."""
+    meta = dict(message.response_metadata or {})
+    markers = meta.get(MARKERS_KEY)
+    markers = dict(markers) if isinstance(markers, Mapping) else {}
+    markers[key] = value
+    meta[MARKERS_KEY] = markers
+    return message.model_copy(update={"response_metadata": meta})
+
 
 #: the one role mapping: core role -> (LangChain class, the message types and
 #: ChatMessage roles that mean it)

@@ -40,8 +40,8 @@ from ars_core.adapter import (
     utf8_bound,
 )
 
-from .convert import MARKERS_KEY, from_core, to_core
-from .passthrough import Passthrough, _Pairs, _read, _summary_first
+from .convert import from_core, marker, to_core, with_marker
+from .passthrough import Passthrough, _Pairs, _read, _summary_first, grown_from
 from .provider_count import history_ratio
 
 __all__ = ["KnownRequest", "known_sendable", "stamp_known"]
@@ -52,8 +52,7 @@ R = TypeVar("R")
 def _answer_stamp(message: Any) -> Any:
     if not isinstance(message, AIMessage):
         return NOT_AN_ANSWER
-    markers = (message.response_metadata or {}).get(MARKERS_KEY)
-    return markers.get(MARK_KNOWN_SIZE) if isinstance(markers, Mapping) else None
+    return marker(message, MARK_KNOWN_SIZE)
 
 
 @attrs.frozen
@@ -86,15 +85,8 @@ class _Decided:
 
     def extended_by(self, messages: Sequence[Any]) -> bool:
         """Whether ``messages`` are these messages (the same objects, or equal ones) with
-        messages appended: the remembered list grown by them, compared whole at C speed."""
-        prev, n = self.messages, len(self.messages)
-        if not (0 < n <= len(messages) and messages[0] is prev[0]):
-            return False
-        prev.extend(messages[n:])
-        try:
-            return (messages if isinstance(messages, list) else list(messages)) == prev
-        finally:
-            del prev[n:]
+        messages appended (:func:`~ars_langchain.passthrough.grown_from`)."""
+        return grown_from(self.messages, messages)
 
 
 #: the last history each passthrough (a thread's session) sent by its known size
@@ -180,9 +172,4 @@ def stamp_known(response: R, stamp: Mapping[str, Any] | None) -> R:
 
 
 def _stamped(message: AIMessage, stamp: Mapping[str, Any]) -> AIMessage:
-    meta = dict(message.response_metadata or {})
-    markers = meta.get(MARKERS_KEY)
-    markers = dict(markers) if isinstance(markers, Mapping) else {}
-    markers[MARK_KNOWN_SIZE] = dict(stamp)
-    meta[MARKERS_KEY] = markers
-    return message.model_copy(update={"response_metadata": meta})
+    return with_marker(message, MARK_KNOWN_SIZE, dict(stamp))

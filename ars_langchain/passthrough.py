@@ -45,7 +45,7 @@ from ars_core.adapter import (
 from .convert import MARKERS_KEY, from_core, to_core
 from .provider_count import history_ratio
 
-__all__ = ["Passthrough", "Replay", "TooMuch", "sendable"]
+__all__ = ["Passthrough", "Replay", "TooMuch", "grown_from", "sendable"]
 
 # the classes whose fields are read directly: 0 plain, 1 may hold tool calls, 2 a result
 _PLAIN, _CALLS, _RESULT = 0, 1, 2
@@ -105,6 +105,20 @@ def _converted(message: Any, estimator: Any) -> tuple[int, bool, str | None, lis
     )
 
 
+def grown_from(prev: list[Any], messages: Sequence[Any]) -> bool:
+    """Whether ``messages`` are ``prev`` (the same objects, or equal ones) with messages
+    appended: ``prev`` grown by them and compared whole (by identity first, at C speed,
+    no copy), then put back as it was."""
+    n = len(prev)
+    if not (0 < n <= len(messages) and messages[0] is prev[0]):
+        return False
+    prev.extend(messages[n:])
+    try:
+        return (messages if isinstance(messages, list) else list(messages)) == prev
+    finally:
+        del prev[n:]
+
+
 class TooMuch(Exception):
     """More new text than an event loop measures: measure in a worker thread."""
 
@@ -138,11 +152,7 @@ class Passthrough:
         with self._lock:
             prev = self._lc
             n_prev = len(prev)
-            extends = 0 < n_prev <= len(messages) and messages[0] is prev[0]
-            if extends:  # the remembered list grown by the new messages, compared whole:
-                prev.extend(messages[n_prev:])  # by identity first, at C speed, no copy
-                extends = (messages if isinstance(messages, list) else list(messages)) == prev
-                del prev[n_prev:]
+            extends = grown_from(prev, messages)
             if extends:
                 total, pairs, new = self._bound, _Pairs(self._pairs), messages[n_prev:]
             else:

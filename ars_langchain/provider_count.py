@@ -16,29 +16,26 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from ars_core.adapter import MARK_PROVIDER_COUNT, ratio_of, stamp
+from ars_core.adapter import MARK_PROVIDER_COUNT, NOT_AN_ANSWER, newest_stamp, ratio_of, stamp
 
-from .convert import MARKERS_KEY
+from .convert import marker, with_marker
 
 __all__ = ["history_ratio", "stamp_response"]
-
-#: how far from the end of a history the newest answer is looked for
-_REACH = 256
 
 
 def history_ratio(messages: Sequence[Any], estimator: Any) -> float:
     """The provider/estimator ratio of the newest ``AIMessage`` in ``messages``
     (see :func:`ars_core.provider_size.ratio_of`); 1.0 when it carries no stamp."""
-    for i in range(len(messages) - 1, max(-1, len(messages) - 1 - _REACH), -1):
-        message = messages[i]
-        if isinstance(message, AIMessage):
-            meta = message.response_metadata or {}
-            markers = meta.get(MARKERS_KEY)
-            record = markers.get(MARK_PROVIDER_COUNT) if isinstance(markers, Mapping) else None
-            return ratio_of(record, estimator)
-        if getattr(message, "type", None) == "ai":  # another class of answer: not read
-            return 1.0
-    return 1.0
+    found = newest_stamp(messages, _usage_stamp)
+    return ratio_of(found[1] if found is not None else None, estimator)
+
+
+def _usage_stamp(message: Any) -> Any:
+    if isinstance(message, AIMessage):
+        return marker(message, MARK_PROVIDER_COUNT)
+    if getattr(message, "type", None) == "ai":  # another class of answer: not read
+        return None
+    return NOT_AN_ANSWER
 
 
 def stamp_response(response: Any, estimated: int, estimator: Any) -> Any:
@@ -66,9 +63,4 @@ def _stamped(message: AIMessage, estimated: int, estimator: Any) -> AIMessage | 
     tokens = usage.get("input_tokens")
     if not tokens:
         return None
-    meta = dict(message.response_metadata or {})
-    markers = meta.get(MARKERS_KEY)
-    markers = dict(markers) if isinstance(markers, Mapping) else {}
-    markers[MARK_PROVIDER_COUNT] = stamp(int(tokens), estimated, estimator)
-    meta[MARKERS_KEY] = markers
-    return message.model_copy(update={"response_metadata": meta})
+    return with_marker(message, MARK_PROVIDER_COUNT, stamp(int(tokens), estimated, estimator))

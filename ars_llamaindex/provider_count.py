@@ -29,7 +29,7 @@ from typing import Any
 from llama_index.core.base.llms.types import ChatMessage
 
 from ars_core import Message
-from ars_core.adapter import MARK_PROVIDER_COUNT, message_key, stamp
+from ars_core.adapter import MARK_PROVIDER_COUNT, NOT_AN_ANSWER, message_key, newest_stamp, stamp
 
 from .convert import to_core_messages
 from .stored_record import StoredRecord
@@ -123,13 +123,16 @@ class UsageLog(StoredRecord):
 def _stamped(core: list[Message], record: Any) -> list[Message]:
     if not record:
         return core
-    for i in range(len(core) - 1, max(-1, len(core) - 257), -1):
-        message = core[i]
-        if message.role != "assistant":
-            continue
-        if MARK_PROVIDER_COUNT in message.metadata or message_key(message) != record["answer"]:
-            return core
-        copy = list(core)
-        copy[i] = message.with_content(message.content, **{MARK_PROVIDER_COUNT: record["stamp"]})
-        return copy
-    return core
+    found = newest_stamp(core, _answer)  # the newest answer, as the engine reads it
+    if found is None:
+        return core
+    i, message = found
+    if MARK_PROVIDER_COUNT in message.metadata or message_key(message) != record["answer"]:
+        return core
+    copy = list(core)
+    copy[i] = message.with_content(message.content, **{MARK_PROVIDER_COUNT: record["stamp"]})
+    return copy
+
+
+def _answer(message: Message) -> Any:
+    return message if message.role == "assistant" else NOT_AN_ANSWER
