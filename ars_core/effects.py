@@ -318,7 +318,9 @@ class SyncEffects:
 
     def write(self, effect: Write) -> set[str] | None:
         ledger = Ledger(self.written, self.backend, effect.writes)
-        if effect.beside and ledger.todo and barrier_beside(self.backend):
+        if not ledger.todo:  # every file already written by this process: no batch at all
+            return ledger.failed
+        if effect.beside and barrier_beside(self.backend):
             # staged here; their barrier, renames and folders' flush in a writing thread
             # (which mostly waits on the disk) while the flow goes on
             finish = cast(FsspecBackend, self.backend).stage_files(
