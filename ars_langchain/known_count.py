@@ -134,8 +134,10 @@ def known_sendable(
         last = _decided.get(passthrough)
         start = last if last is not None and last.extended_by(messages) else None
     start = start or _from_stamp(messages, estimator, counter, limit)
+    if start is None:
+        return None
     ratio = history_ratio(messages, estimator)  # the provider's, as sendable reads it
-    if start is None or start.exact >= fitting_bound(compressor, ratio):
+    if start.exact >= fitting_bound(compressor, ratio):
         return None
     tail, pairs = messages[len(start.messages) :], _Pairs(start.pairs)
     bound = start.bound + _read(tail, pairs, counter, estimator, limit)[0]

@@ -145,8 +145,9 @@ class Passthrough:
         """The bound of ``messages`` (at least the estimator's count of their core
         forms) and the calls the engine would answer with notes, when that is all it
         would change; ``None`` when it might change more, or once the bound reaches
-        ``stop_at`` (the rest is not read, nothing remembered: a history above T is
-        read no further than T's worth of its text). Raises :class:`TooMuch`
+        ``stop_at`` (the rest is not read: a history above T is read no further than
+        T's worth of its text, and what was read is remembered, so the next call on
+        the same first messages reads only what lies past them). Raises :class:`TooMuch`
         (nothing remembered) once more than ``limit`` characters of new text would be
         read (an event loop measures only that much)."""
         with self._lock:
@@ -161,16 +162,24 @@ class Passthrough:
                 new, pairs, counter, estimator, limit, None if stop_at is None else stop_at - total
             )
             self.measured += read[1]
-            if read[1] < len(new):  # the bound reached stop_at: no call goes out as it came
-                return None
+            stopped = read[1] < len(new)  # the bound reached stop_at
             total += read[0]
+            # what was read is remembered (a history above T: T's worth of its first
+            # messages, which a longer call with the same first messages reads no more)
+            same_first = bool(n_prev and messages) and _same(messages[0], prev[0])
             if extends:
-                prev.extend(new)
-            else:
-                if not (n_prev and messages and _same(messages[0], prev[0])):
+                prev.extend(new[: read[1]] if stopped else new)
+            elif not stopped:
+                if not same_first:
                     self._warned = set()  # another history (a reloaded one keeps its warnings)
                 self._lc = list(messages)
+            elif same_first or not n_prev:  # (another history above T: nothing remembered)
+                self._lc = list(messages[: read[1]])
+            else:
+                return None
             self._bound, self._pairs = total, pairs
+        if stopped:  # no call goes out as it came
+            return None
         return None if pairs.broken else (total, pairs.unanswered())
 
     def warn(self, calls: list[ToolCall]) -> None:

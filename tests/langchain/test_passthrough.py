@@ -322,8 +322,9 @@ def test_a_history_above_t_is_measured_no_further_than_t(
     engine_only: Callable[[], None],
 ) -> None:
     """A history whose first messages' bound already reaches T: the shortcut stops
-    there (the rest is not read, nothing remembered, each call reads that far again)
-    and the engine decides, as it does alone."""
+    there (the rest is not read; what was read is remembered, so a longer call on the
+    same first messages reads none of them again) and the engine decides, as it does
+    alone."""
     big = HumanMessage("question 0 " + "word " * 20_000, id="big")
     history = [big, *_turns(30)]
     grown = [*history, HumanMessage("go on", id="go")]
@@ -332,7 +333,34 @@ def test_a_history_above_t_is_measured_no_further_than_t(
     for h in (history, grown):
         _call(mw, h, rec)
     (session,) = mw.sessions.by_key.values()
-    assert session.passthrough.measured == 2  # the first message alone, at each call
+    assert session.passthrough.measured == 1  # the first message alone, at the first call
     shortcut, engine = _both(engine_only, [history, grown], threshold=8)
     _same_requests(shortcut[0], engine[0])
     assert shortcut[1] == engine[1] and [p for p, _ in shortcut[1]] == ["started", "completed"] * 2
+
+
+@pytest.mark.spec("R1", "R2")
+def test_a_longer_call_resumes_after_the_part_above_t_it_read() -> None:
+    """What a measure stopped at T read is remembered: a longer call on the same first
+    messages reads only the messages past it, and comes to what a fresh measure of its
+    whole history comes to (the bound and the calls to answer), whatever its reach."""
+    from ars_core.adapter import utf8_bound
+
+    estimator = Compressor(SummaryConfig(summary_threshold=1)).estimator
+    counter = utf8_bound(estimator)
+    assert counter is not None
+    history = _turns(12)
+    last = AIMessage("", id="a-last", tool_calls=[tool_call("echo", {"text": "y"}, "c-last")])
+    grown = [*history, HumanMessage("go on", id="go"), last]  # a call without its result
+    whole = passthrough.Passthrough().measure(grown, counter, estimator)
+    assert whole is not None and [c.id for c in whole[1]] == ["c-last"]
+    shared = passthrough.Passthrough()
+    assert shared.measure(history, counter, estimator, stop_at=whole[0] // 2) is None
+    first = shared.measured
+    assert 0 < first < len(history)  # stopped at T's worth of the history
+    assert shared.measure(grown, counter, estimator, stop_at=whole[0] // 3) is None
+    assert shared.measured == first  # below the reach it stopped at: nothing read again
+    resumed = shared.measure(grown, counter, estimator, stop_at=whole[0] + 1)
+    assert resumed is not None and resumed[0] == whole[0]
+    assert [c.id for c in resumed[1]] == ["c-last"]
+    assert shared.measured == len(grown)  # each message read once
