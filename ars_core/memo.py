@@ -42,6 +42,8 @@ family                 written by       value (per message)
 ``content-key``        checkpoint       ``sha:`` of its content (matching kept messages)
 ``form-key``           checkpoint       its content key plus its own metadata (sent forms)
 =====================  ===============  ===============================================
+
+The values a round drops from the messages it summarized: :mod:`ars_core.families`.
 """
 
 from __future__ import annotations
@@ -57,105 +59,55 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any, Generic, Protocol, TypeVar, cast, runtime_checkable
 
 from .capabilities import has
+from .families import (
+    COMMANDS,
+    CONTENT_KEY,
+    EDITED_FILES,
+    ERROR_LINES,
+    FAMILIES,
+    FLOOR,
+    FORM_KEY,
+    KEPT_KIND,
+    L1_MEDIA,
+    L1_PLAN,
+    L1_USER,
+    REQUEST_TEXT,
+    SHORTENED,
+    TOKENS,
+    UNTIL_SUMMARIZED,
+    Family,
+    forget_summarized,
+)
 from .messages import Message, as_messages
 from .totals import HistorySize, Totals
 
 __all__ = [
+    "COMMANDS",
+    "CONTENT_KEY",
+    "EDITED_FILES",
+    "ERROR_LINES",
     "FAMILIES",
+    "FLOOR",
+    "FORM_KEY",
+    "KEPT_KIND",
+    "L1_MEDIA",
+    "L1_PLAN",
+    "L1_USER",
+    "REQUEST_TEXT",
+    "SHORTENED",
+    "TOKENS",
+    "UNTIL_SUMMARIZED",
     "Family",
     "Memo",
     "PrefixMemo",
     "current",
     "estimator_key",
+    "forget_summarized",
     "unchanged_prefix",
 ]
 
 T = TypeVar("T")
 S = TypeVar("S")
-
-
-# ---------------------------------------------------------------- what a message is
-
-
-class Family(Generic[T]):
-    """One kind of value kept on messages: ``name`` (the key, with any parameters
-    the value depends on), the module that writes it and what it holds."""
-
-    __slots__ = ("holds", "name", "owner")
-
-    def __init__(self, name: str, owner: str, holds: str) -> None:
-        self.name = name
-        self.owner = owner
-        self.holds = holds
-
-    def key(self, *params: Hashable) -> Hashable:
-        """The key of this family's value for ``params`` (what the value depends on
-        besides the message)."""
-        return (self.name, *params) if params else self.name
-
-    def get(self, message: Message, key: Hashable | None = None) -> T | None:
-        """The value kept on ``message`` (under ``key``, default the bare family)."""
-        value: T | None = message._cache.get(self.name if key is None else key)
-        return value
-
-    def put(self, message: Message, value: T, key: Hashable | None = None) -> T:
-        message._cache[self.name if key is None else key] = value
-        return value
-
-    def of(self, message: Message, compute: Callable[[Message], T], key: Hashable = None) -> T:
-        """The value kept on ``message``, computed (and kept) when missing."""
-        cache = message._cache
-        k = self.name if key is None else key
-        value: T | None = cache.get(k)
-        if value is None:
-            value = cache[k] = compute(message)
-        return value
-
-    def get_many(self, messages: Sequence[Message], key: Hashable) -> list[T | None]:
-        """The values kept on each of ``messages`` (``None`` where missing), in one pass."""
-        return [m._cache.get(key) for m in messages]
-
-    def holds_value(self, message: Message, key: Hashable | None = None) -> bool:
-        return (self.name if key is None else key) in message._cache
-
-    def __repr__(self) -> str:
-        return f"Family({self.name!r}, {self.owner})"
-
-
-TOKENS: Family[int] = Family("tokens", "estimate", "an estimator's token count (per estimator)")
-FLOOR: Family[int] = Family("floor", "floors", "a floor of its exact o200k/cl100k count")
-L1_PLAN: Family[Any] = Family("l1", "l1", "the message's L1 plan (per limits and estimator)")
-L1_USER: Family[Any] = Family("l1-user", "l1", "a user message's offload above T")
-L1_MEDIA: Family[Any] = Family("l1-media", "l1_media", "the message with inline media offloaded")
-KEPT_KIND: Family[int] = Family("kept-kind", "summarize", "summary/system, user request or other")
-SHORTENED: Family[Message] = Family("shortened", "summarize", "a request shortened to a length")
-REQUEST_TEXT: Family[str] = Family("request-text", "retention", "its text as a user request")
-EDITED_FILES: Family[tuple[str, ...]] = Family(
-    "edited-files", "retention", "paths its tool calls write"
-)
-COMMANDS: Family[tuple[str, ...]] = Family("commands", "retention", "commands its tool calls run")
-ERROR_LINES: Family[tuple[str, ...]] = Family(
-    "error-lines", "retention", "error lines of a tool result"
-)
-CONTENT_KEY: Family[str] = Family("content-key", "checkpoint", "sha: of its content")
-FORM_KEY: Family[str] = Family("form-key", "checkpoint", "content key plus its own metadata")
-
-#: every kind of value kept on a message, in one table
-FAMILIES: tuple[Family[Any], ...] = (
-    TOKENS,
-    FLOOR,
-    L1_PLAN,
-    L1_USER,
-    L1_MEDIA,
-    KEPT_KIND,
-    SHORTENED,
-    REQUEST_TEXT,
-    EDITED_FILES,
-    COMMANDS,
-    ERROR_LINES,
-    CONTENT_KEY,
-    FORM_KEY,
-)
 
 
 @runtime_checkable

@@ -30,7 +30,7 @@ from ars_core._tiktoken_offline import load_encoding
 from ars_core.bounds import piece_head
 from ars_core.estimate import TiktokenEstimator
 from ars_core.l1 import plan_l1
-from ars_core.memo import L1_PLAN, TOKENS
+from ars_core.memo import TOKENS
 from ars_core.pending_form import is_pending
 from ars_core.retention import error_lines, newest_error_lines
 from ars_core.stream import CompressionEvent
@@ -126,11 +126,20 @@ def test_a_round_with_pending_forms_sends_writes_and_summarizes_what_it_did_at_o
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, asynchronous: bool
 ) -> None:
     messages = _history()
-    lazy = _round(tmp_path / "lazy", messages, asynchronous)
-    # the summarized results' forms were never read: still pending on their results
-    forms = [L1_PLAN.get(m, k) for m in messages for k in list(m._cache) if k[0] == "l1"]
-    pending = [f[0] for f in forms if f is not None and is_pending(f[0])]
-    assert lazy["level"] == "L2" and len(pending) >= 15
+    forms: list[Message] = []
+    plan_one = l1_module._pending_offload
+
+    def recording(*args: Any) -> Any:
+        found = plan_one(*args)
+        if found is not None:
+            forms.append(found[0])
+        return found
+
+    with monkeypatch.context() as patch:
+        patch.setattr(l1_module, "_pending_offload", recording)
+        lazy = _round(tmp_path / "lazy", messages, asynchronous)
+    # the summarized results' forms were never read: still pending
+    assert lazy["level"] == "L2" and sum(map(is_pending, forms)) >= 15
     # what left the engine holds only made messages
     for view in [*lazy["sent"], *lazy["summarizer"], lazy["view"]]:
         assert all(type(m) is Message for m in view)
