@@ -128,7 +128,11 @@ def forget_summarized(messages: Iterable[Message]) -> None:
     for m in messages:
         cache = m._cache
         try:
-            kept = {k: v for k, v in list(cache.items()) if _family_name(k) not in names}
+            kept = {
+                k: v
+                for k, v in cache.items()
+                if (k[0] if type(k) is tuple and k else k) not in names  # its family
+            }
         except RuntimeError:  # changed by another thread while read: left as it is
             continue
         if len(kept) < len(cache):
@@ -137,8 +141,3 @@ def forget_summarized(messages: Iterable[Message]) -> None:
 
 _UNTIL_SUMMARIZED = frozenset(f.name for f in UNTIL_SUMMARIZED)
 _set_cache = object.__setattr__
-
-
-def _family_name(key: Hashable) -> Hashable:
-    """The family name a value kept under ``key`` belongs to (see :meth:`Family.key`)."""
-    return key[0] if type(key) is tuple and key else key
