@@ -674,4 +674,12 @@ def test_soak_section(smoke: tuple[str, dict[str, object], str]) -> None:
         assert alone["chars"] == soak["results"][kind]["chars"] and alone["rounds"] == 0
         assert alone["rss_end"] > 0
     assert all(row["the history alone"].endswith("x") for row in rows)
-    assert len(target_lines(section_text(report, "## N. Soak"))) == 6
+    targets = target_lines(section_text(report, "## N. Soak"))
+    # three per contender, and the middleware's RSS judged on ARS's own growth beside the
+    # target as written (which counts LangChain's own messages too)
+    assert len(targets) == 7
+    own = [t for t in targets if t.startswith("Target (ARS's own growth")]
+    assert len(own) == 1 and "ARS middleware" in own[0]
+    assert (
+        sum(t.startswith("Target, ARS middleware (`wrap_model_call`): RSS") for t in targets) == 1
+    )
