@@ -127,12 +127,11 @@ def forget_summarized(messages: Iterable[Message]) -> None:
     names = _UNTIL_SUMMARIZED
     for m in messages:
         cache = m._cache
+        kept = {}  # a loop, not a comprehension: no function made per message
         try:
-            kept = {
-                k: v
-                for k, v in cache.items()
-                if (k[0] if type(k) is tuple and k else k) not in names  # its family
-            }
+            for k, v in cache.items():
+                if (k[0] if type(k) is tuple and k else k) not in names:  # its family
+                    kept[k] = v
         except RuntimeError:  # changed by another thread while read: left as it is
             continue
         if len(kept) < len(cache):
