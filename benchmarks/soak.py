@@ -9,9 +9,11 @@ the LangChain middleware (``wrap_model_call``), each in a fresh process.
 Targets: RSS growth at most 2x the history's text; the median call of the last
 tenth at most 1.2x the median of the first tenth; the slowest L2 round in the last
 tenth (about 8,000 messages at 2,000 calls) at most 50 ms. The flatness is judged on
-the median of :data:`REPEATS` runs' ratios (fresh processes, the contenders in
-turn); the middleware's RSS is judged as written and, on a line of its own, on ARS's
-own growth beyond LangChain's messages.
+the median of :data:`REPEATS` runs' ratios (fresh processes, the contenders in turn),
+each divided by the same ratio of a fixed reference workload timed before each call
+(the machine's drift taken out; the ratios as timed are reported too); the
+middleware's RSS is judged as written and, on a line of its own, on ARS's own growth
+beyond LangChain's messages.
 
 Run alone: ``python benchmarks/run.py --sections N [--soak-calls 2000]``, or one
 contender: ``python -m benchmarks.soak core 2000``.
@@ -245,16 +247,18 @@ def soak(kind: str, calls: int) -> dict[str, Any]:
         gc.collect()
         rss0 = _rss_bytes()
         times: list[float] = []
-        cpu: list[float] = []  # the calling thread's CPU time: not the time it waited for one
+        refs: list[float] = []  # the reference workload just before each call
         levels: list[str | None] = []
         for i in range(1, calls):
             turn = _turn(rng, i)
             chars += _chars(turn)
             runner.add(turn)
-            c0, t0 = time.thread_time(), time.perf_counter()
+            t0 = time.perf_counter()
+            _reference()
+            t1 = time.perf_counter()
             levels.append(runner.call())
-            times.append(time.perf_counter() - t0)
-            cpu.append(time.thread_time() - c0)
+            times.append(time.perf_counter() - t1)
+            refs.append(t1 - t0)
         gc.collect()
         rss1 = _rss_bytes()
     tenth = max(1, len(times) // 10)
@@ -268,8 +272,8 @@ def soak(kind: str, calls: int) -> dict[str, Any]:
         "rss_end": rss1,
         "first_median_ms": statistics.median(times[:tenth]) * 1e3,
         "last_median_ms": statistics.median(times[-tenth:]) * 1e3,
-        "first_cpu_ms": statistics.median(cpu[:tenth]) * 1e3,
-        "last_cpu_ms": statistics.median(cpu[-tenth:]) * 1e3,
+        "first_ref_ms": statistics.median(refs[:tenth]) * 1e3,
+        "last_ref_ms": statistics.median(refs[-tenth:]) * 1e3,
         "slowest_ms": max(times) * 1e3,
         "slowest_last_round_ms": max(last_rounds) * 1e3 if last_rounds else None,
         "rounds": sum(lv == "L2" for lv in levels),
@@ -296,14 +300,14 @@ def measure(ctx: Context) -> dict[str, Any]:
         found[kind] = _in_process(kind, calls)
         alone[kind] = _in_process(kind + ALONE, calls)
         found[kind]["flatness_runs"] = [_flatness(found[kind])]
-        found[kind]["cpu_flatness_runs"] = [_flatness(found[kind], "cpu")]
+        found[kind]["raw_flatness_runs"] = [_raw_flatness(found[kind])]
     # the flatness again in further fresh processes, the contenders in turn: a burst of
     # load from elsewhere during one run's first or last tenth moves that run's ratio
     for _ in range(REPEATS - 1):
         for kind in kinds:
             again = _in_process(kind, calls)
             found[kind]["flatness_runs"].append(_flatness(again))
-            found[kind]["cpu_flatness_runs"].append(_flatness(again, "cpu"))
+            found[kind]["raw_flatness_runs"].append(_raw_flatness(again))
     for kind in kinds:
         r = found[kind]
         ctx.log(
@@ -311,23 +315,42 @@ def measure(ctx: Context) -> dict[str, Any]:
             f"{r['chars'] / 1e6:.1f} M chars (the history alone "
             f"+{(alone[kind]['rss_end'] - alone[kind]['rss_start']) / 1e6:.0f} MB); median "
             f"{r['first_median_ms']:.2f} -> {r['last_median_ms']:.2f} ms; last/first over "
-            f"{len(r['flatness_runs'])} runs " + " ".join(f"{x:.2f}" for x in r["flatness_runs"])
+            f"{len(r['flatness_runs'])} runs "
+            + " ".join(f"{x:.2f}" for x in r["flatness_runs"])
+            + " (as timed "
+            + " ".join(f"{x:.2f}" for x in r["raw_flatness_runs"])
+            + ")"
         )
     return {"calls": calls, "results": found, "alone": alone}
 
 
-def _flatness(r: dict[str, Any], clock: str = "median") -> float:
-    """One run's median call of the last tenth over that of the first (wall clock, or
-    ``cpu``: the calling thread's CPU time)."""
-    first, last = r.get(f"first_{clock}_ms"), r.get(f"last_{clock}_ms")
-    return float(last / first) if first and last is not None else 0.0
+_REFERENCE_VALUES = [random.Random(i).random() for i in range(600)]
 
 
-def _judged_flatness(r: dict[str, Any], clock: str = "median") -> tuple[float, list[float]]:
-    """The flatness judged (the median of the runs' ratios) and every run's ratio (one
-    run in results made before the repeats)."""
-    name = "flatness_runs" if clock == "median" else f"{clock}_flatness_runs"
-    runs = [float(x) for x in r.get(name) or [_flatness(r, clock)]]
+def _reference() -> list[str]:
+    """A fixed pure-Python workload (a dict of 600 strings, sorted; about 0.3 ms): its
+    time gauges how fast the machine runs Python at that moment."""
+    table = {i: str(x) for i, x in enumerate(_REFERENCE_VALUES)}
+    return sorted(table.values())
+
+
+def _raw_flatness(r: dict[str, Any]) -> float:
+    """One run's median call of the last tenth over that of the first."""
+    first, last = r["first_median_ms"], r["last_median_ms"]
+    return float(last / first) if first else 0.0
+
+
+def _flatness(r: dict[str, Any]) -> float:
+    """:func:`_raw_flatness` divided by the same ratio of the reference workload timed
+    just before each call (the machine's own drift between the two tenths taken out)."""
+    raw, first, last = _raw_flatness(r), r.get("first_ref_ms"), r.get("last_ref_ms")
+    return raw * first / last if first and last else raw
+
+
+def _judged_flatness(r: dict[str, Any], name: str = "flatness_runs") -> tuple[float, list[float]]:
+    """The median of the runs' ratios (``flatness_runs``: speed-normalized;
+    ``raw_flatness_runs``: as timed) and every run's (one run: the results of one)."""
+    runs = [float(x) for x in r.get(name) or [_flatness(r)]]
     return statistics.median(runs), runs
 
 
@@ -365,9 +388,11 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
         "The RSS, the per-call medians and the slowest round are the first run's; the "
         f"per-call flatness is judged on the median of {REPEATS} runs' ratios (last tenth's "
         "median over the first's), each run in a fresh process, the contenders in turn: "
-        "one run's ratio moves with the machine's load during its first or last tenth "
-        "(beside it, the same ratio of the calling thread's CPU time, which leaves out the "
-        "time the call waited for a core). "
+        "each run's ratio divided by the same ratio of a fixed reference workload (a dict "
+        "of 600 strings sorted, about 0.3 ms) timed just before each call, which takes out "
+        "how fast the machine ran Python in each tenth (a shared machine's speed drifts by "
+        "a third within seconds; the calling thread's CPU time drifts with it). The "
+        "ratios as timed are shown beside. "
         "The middleware's RSS target as written counts LangChain's own messages too (a new "
         "list each turn, as the agent's state holds them); the line after it judges ARS's "
         "own growth beyond them against the same bound."
@@ -385,7 +410,9 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
         base = data.get("alone", {}).get(kind)
         history = base["rss_end"] - base["rss_start"] if base else None
         flat, runs = _judged_flatness(r)
-        spread = "" if len(runs) < 2 else "; runs " + " / ".join(f"{x:.2f}" for x in runs)
+        raw_flat, raw_runs = _judged_flatness(r, "raw_flatness_runs")
+        spread = "; runs " + " / ".join(f"{x:.2f}" for x in runs) if len(runs) > 1 else ""
+        spread += "; as timed " + " / ".join(f"{x:.2f}" for x in raw_runs)
         slowest = r["slowest_last_round_ms"]
         rows.append(
             [
@@ -395,7 +422,7 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
                 "-" if history is None else f"{history / 1e6:.1f} MB = {history / r['chars']:.2f}x",
                 "-" if history is None else f"{(growth - history) / r['chars']:.2f}x",
                 f"{fmt_ms(r['first_median_ms'])} -> {fmt_ms(r['last_median_ms'])} "
-                f"({_flatness(r):.2f}x{spread})",
+                f"(judged {flat:.2f}x{spread})",
                 "-" if slowest is None else fmt_ms(slowest),
                 str(r["rounds"]),
             ]
@@ -413,7 +440,7 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
             *_own_growth(kind, names[kind], growth, history, r["chars"]),
             f"Target, {names[kind]}: median call of the last tenth {flat:.2f}x the first"
             + (f" (the median of {len(runs)} runs' ratios)" if len(runs) > 1 else "")
-            + f" (in the calling thread's CPU time {_judged_flatness(r, 'cpu')[0]:.2f}x)"
+            + f" (as timed, without the reference: {raw_flat:.2f}x)"
             + f" (<= {LAST_OVER_FIRST:g}x): **{_verdict(flat <= LAST_OVER_FIRST)}**.",
             f"Target, {names[kind]}: slowest L2 round of the last tenth "
             + (
