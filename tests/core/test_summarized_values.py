@@ -11,16 +11,10 @@ from typing import Any
 import attrs
 import pytest
 
-from ars_core import (
-    Compressor,
-    FsspecBackend,
-    Message,
-    SummarizationEvent,
-    ToolCall,
-    message_to_dict,
-)
+from ars_core import Compressor, FsspecBackend, SummarizationEvent
 from ars_core import flow as flow_module
 from ars_core.memo import FAMILIES, UNTIL_SUMMARIZED
+from ars_core.messages import Message, ToolCall, message_to_dict
 from ars_core.summarize import SummaryResult
 
 from .helpers import small_config, words
