@@ -5,9 +5,9 @@ through one.
 
 The families of :data:`UNTIL_SUMMARIZED` hold what only a request holding the message
 or an L2 round covering it reads: its L1 form, its shortened copy, what the round's
-summary input and audit find in it. Once a round has summarized a message, no later
+summary input and audit find in it. Once a stored summary covers a message, no later
 request holds it and no later round covers it while that summary stands, so the
-round drops those values from it (:func:`forget_summarized`): a history of thousands
+next round drops those values from it (:func:`forget_covered`): a history of thousands
 of summarized messages does not keep a preview, a copy and the audit's findings of
 each. They are pure functions of the message: one needed again (the summary's event
 dropped, the history read whole) is made again, the same. What the whole history is
@@ -16,12 +16,12 @@ read for (token counts, request texts, content keys) stays.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
 from .messages import Message
 
-__all__ = ["FAMILIES", "UNTIL_SUMMARIZED", "Family", "forget_summarized"]
+__all__ = ["FAMILIES", "UNTIL_SUMMARIZED", "Family", "forget_covered"]
 
 T = TypeVar("T")
 
@@ -88,6 +88,9 @@ ERROR_LINES: Family[tuple[str, ...]] = Family(
 )
 CONTENT_KEY: Family[str] = Family("content-key", "checkpoint", "sha: of its content")
 FORM_KEY: Family[str] = Family("form-key", "checkpoint", "content key plus its own metadata")
+COVERED: Family[bool] = Family(
+    "covered", "families", "a mark: a stored summary covers it, its until-summarized values dropped"
+)
 
 #: the values only a request holding the message or a round covering it reads
 UNTIL_SUMMARIZED: tuple[Family[Any], ...] = (
@@ -116,26 +119,35 @@ FAMILIES: tuple[Family[Any], ...] = (
     ERROR_LINES,
     CONTENT_KEY,
     FORM_KEY,
+    COVERED,
 )
 
 
-def forget_summarized(messages: Iterable[Message]) -> None:
-    """Drop the :data:`UNTIL_SUMMARIZED` values kept on ``messages`` (messages an L2
-    round summarized), each message's other values moved to a dict of their size (a dict
-    never shrinks by deletion). A value another thread keeps meanwhile may be lost:
-    it is made again when needed."""
-    names = _UNTIL_SUMMARIZED
-    for m in messages:
+def forget_covered(messages: Sequence[Message], end: int) -> None:
+    """Drop the :data:`UNTIL_SUMMARIZED` values kept on ``messages[:end]``, the messages
+    the summary a call came with covers (its event is stored: no later request holds
+    them, no later round covers them while it stands), each message's other values
+    moved to a dict of their size (a dict never shrinks by deletion) with the
+    :data:`COVERED` mark. From ``end - 1`` back to the first message already marked, or
+    holding nothing (never read in this process: a history resumed cold), so each
+    message is done once. A round's own summarized part is not dropped by that round:
+    a round whose summary is not stored (the next call comes without it) summarizes
+    them again. A value another thread keeps meanwhile may be lost: it is made again
+    when needed."""
+    names, mark = _UNTIL_SUMMARIZED, COVERED.name
+    for i in range(min(end, len(messages)) - 1, -1, -1):
+        m = messages[i]
         cache = m._cache
-        kept = {}  # a loop, not a comprehension: no function made per message
+        if not cache or mark in cache:
+            return
+        kept = {mark: True}  # a loop, not a comprehension: no function made per message
         try:
             for k, v in cache.items():
                 if (k[0] if type(k) is tuple and k else k) not in names:  # its family
                     kept[k] = v
         except RuntimeError:  # changed by another thread while read: left as it is
             continue
-        if len(kept) < len(cache):
-            _set_cache(m, "_cache", kept)
+        _set_cache(m, "_cache", kept)
 
 
 _UNTIL_SUMMARIZED = frozenset(f.name for f in UNTIL_SUMMARIZED)

@@ -72,7 +72,7 @@ from .estimate import (
     message_sizes,
     message_tokens,
 )
-from .families import forget_summarized
+from .families import forget_covered
 from .floors import floors_reach_of
 from .known_size import history_size
 from .l1 import L1Plan, offload_oversized_user_messages, plan_l1
@@ -370,7 +370,7 @@ def _level2(r: CallState, l1: L1View, cut: Cut) -> Flow:
         if index == cut.global_ and new_event.anchor is not None:  # anchor to that form
             anchor = attrs.evolve(new_event.anchor, next=message_key(trimmed))
             new_event = attrs.evolve(new_event, anchor=anchor)
-    forget_summarized(r.raw[cut.start : cut.local])  # summarized: in no later request
+    forget_covered(r.state, cut.previous)  # what the stored summary covers: in no later request
     update = StateUpdate(event=new_event, replaced=sent.replaced)
     return r.outcome(result, view, "L2", sent.tokens, update)
 

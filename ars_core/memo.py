@@ -41,9 +41,10 @@ family                 written by       value (per message)
 ``error-lines``        retention        error lines of a tool result
 ``content-key``        checkpoint       ``sha:`` of its content (matching kept messages)
 ``form-key``           checkpoint       its content key plus its own metadata (sent forms)
+``covered``            families         a mark: a stored summary covers it (values dropped)
 =====================  ===============  ===============================================
 
-The values a round drops from the messages it summarized: :mod:`ars_core.families`.
+The values a round drops from the messages a stored summary covers: :mod:`ars_core.families`.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ from .capabilities import has
 from .families import (
     COMMANDS,
     CONTENT_KEY,
+    COVERED,
     EDITED_FILES,
     ERROR_LINES,
     FAMILIES,
@@ -76,7 +78,7 @@ from .families import (
     TOKENS,
     UNTIL_SUMMARIZED,
     Family,
-    forget_summarized,
+    forget_covered,
 )
 from .messages import Message, as_messages
 from .totals import HistorySize, Totals
@@ -84,6 +86,7 @@ from .totals import HistorySize, Totals
 __all__ = [
     "COMMANDS",
     "CONTENT_KEY",
+    "COVERED",
     "EDITED_FILES",
     "ERROR_LINES",
     "FAMILIES",
@@ -102,7 +105,7 @@ __all__ = [
     "PrefixMemo",
     "current",
     "estimator_key",
-    "forget_summarized",
+    "forget_covered",
     "unchanged_prefix",
 ]
 

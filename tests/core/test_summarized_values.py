@@ -1,7 +1,9 @@
-"""What an engine keeps on messages an L2 round summarized (``ars_core.memo``'s
-``UNTIL_SUMMARIZED``): a round drops their L1 forms, shortened copies and audit
-findings, so a long conversation does not keep a preview and a copy of every result
-it ever offloaded; one needed again (the event dropped) is made again, the same."""
+"""What an engine keeps on messages a stored summary covers (``ars_core.memo``'s
+``UNTIL_SUMMARIZED``): the next round drops their L1 forms, shortened copies and
+audit findings, so a long conversation does not keep a preview and a copy of every
+result it ever offloaded; one needed again (the event dropped) is made again, the
+same. A round whose summary is not stored drops nothing: its next round summarizes
+the same messages again."""
 
 from __future__ import annotations
 
@@ -95,18 +97,50 @@ def _grown(run: _Run, turns: int) -> tuple[list[Message], SummarizationEvent | N
 def test_summarized_messages_keep_only_what_the_whole_history_is_read_for(
     tmp_path: Path,
 ) -> None:
-    state, event, rounds = _grown(_Run(tmp_path), 40)
-    assert rounds >= 3 and event is not None
-    summarized, kept = state[: event.cutoff], state[event.cutoff :]
+    run = _Run(tmp_path)
+    cutoffs: list[int] = []
+    state: list[Message] = []
+    event: SummarizationEvent | None = None
+    for i in range(40):
+        state += _turn(i)
+        level, event = run.call(state, event)
+        if level == "L2" and event is not None:
+            cutoffs.append(event.cutoff)
+    assert len(cutoffs) >= 3 and event is not None
+    # the round that stored the newest summary came with the one before it
+    covered, newest = state[: cutoffs[-2]], state[cutoffs[-2] : cutoffs[-1]]
     assert not [
         (i, _holds(m, UNTIL_SUMMARIZED))
-        for i, m in enumerate(summarized)
+        for i, m in enumerate(covered)
         if _holds(m, UNTIL_SUMMARIZED)
     ]
+    assert all("covered" in _holds(m, FAMILIES) for m in covered)
     # what the whole history is read for stays: every message's token count
-    assert all("tokens" in _holds(m, FAMILIES) for m in summarized)
-    # the messages the summary does not cover keep their L1 plan (the next call's view)
-    assert all("l1" in _holds(m, FAMILIES) for m in kept)
+    assert all("tokens" in _holds(m, FAMILIES) for m in covered)
+    # what the newest round summarized waits for a round that comes with its summary
+    assert all("l1" in _holds(m, FAMILIES) for m in newest)
+    # the messages no summary covers keep their L1 plan (the next call's view)
+    assert all("l1" in _holds(m, FAMILIES) for m in state[event.cutoff :])
+
+
+def test_rounds_whose_summary_is_not_stored_keep_what_they_summarize(tmp_path: Path) -> None:
+    """Calls that never store the event (each round summarizes the same messages
+    again) drop nothing: the L1 forms of the first round are the very objects the
+    later rounds read."""
+    run = _Run(tmp_path)
+    state: list[Message] = []
+    for i in range(12):
+        state += _turn(i)
+    levels = []
+    for i in range(12, 16):
+        state += _turn(i)
+        levels.append(run.call(state, None)[0])
+    assert levels == ["L2"] * 4
+    assert not any("covered" in _holds(m, FAMILIES) for m in state)
+    plans = [{k: id(v) for k, v in m._cache.items()} for m in state[:40]]
+    assert all("l1" in _holds(m, FAMILIES) for m in state[:40])
+    run.call(state + _turn(16), None)
+    assert [{k: id(v) for k, v in m._cache.items()} for m in state[:40]] == plans
 
 
 def _whole_run(root: Path) -> tuple[_Run, list[Any]]:
@@ -126,7 +160,7 @@ def test_an_event_dropped_after_rounds_makes_the_same_forms_again(
     what the engine keeping them all does."""
     run, found = _whole_run(tmp_path / "dropping")
     with monkeypatch.context() as patch:
-        patch.setattr(flow_module, "forget_summarized", lambda messages: None)
+        patch.setattr(flow_module, "forget_covered", lambda messages, end: None)
         kept, expected = _whole_run(tmp_path / "keeping")
     assert found[0] >= 3 and found[2] == "L2" and found == expected
     assert run.sent == kept.sent and run.inputs == kept.inputs
