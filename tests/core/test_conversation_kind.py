@@ -1,0 +1,125 @@
+"""A chat or an agent run: what sizes a lean round's summary and its input.
+
+``conversation_tokens`` answers the tokens of what the people said (the turns)
+when they are most of the history (a chat), else 0 (an agent run). For an
+estimator bounded by UTF-8 bytes, a history of more than ``AGENT_RUN_BYTES``
+times its turns' bytes is an agent run without encoding anything; below that
+the counts decide, as they always do for other estimators.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ars_core import ApproxEstimator, Message
+from ars_core.bounds import Utf8Bytes
+from ars_core.cutoff import AGENT_RUN_BYTES, conversation_tokens
+from ars_core.estimate import Estimator, TiktokenEstimator, message_tokens
+from ars_core.pending_form import is_pending, pending_form
+from ars_core.summarize import turn_tokens
+from ars_core.testing import RecordingTiktoken
+
+from .helpers import assistant, call, tool, user, words
+
+pytestmark = pytest.mark.spec("R23", "R59")
+
+BYTES = Utf8Bytes()
+
+
+def run(result_words: int, results: int = 4, note: str = "") -> list[Message]:
+    """A task, tool calls with results of ``result_words`` words each, an assistant note
+    and a follow-up request between them (the turns), the newest request and its answer."""
+    history = [user("Fix the failing test in the parser module. " + words(20, "task"))]
+    for i in range(results):
+        c = call("bash", command=f"pytest -k case{i}")
+        history += [assistant("", c), tool(c, words(result_words, f"out{i}"))]
+        if i == 1:
+            history += [assistant(note or words(200, "note")), user(words(150, "followup"))]
+    return [*history, user("Run the whole suite now."), assistant("done")]
+
+
+def exact(history: list[Message], estimator: Estimator) -> int:
+    """The counts' answer: the turns' tokens, or 0 when the history is above twice them."""
+    turns = turn_tokens(history, estimator)
+    return 0 if sum(message_tokens(estimator, m) for m in history) > 2 * turns else turns
+
+
+def byte_ratio(history: list[Message]) -> float:
+    return sum(map(BYTES.measure, history)) / turn_tokens(history, BYTES, BYTES.measure)
+
+
+def test_an_agent_run_far_above_its_turns_in_bytes_is_told_without_encoding() -> None:
+    """Tool results many times the turns' bytes: an agent run, and nothing is encoded
+    (the counts agree)."""
+    history = run(result_words=2_000)
+    assert byte_ratio(history) > AGENT_RUN_BYTES
+    est = RecordingTiktoken()
+    assert conversation_tokens(history, est) == 0
+    assert est.texts == []
+    assert exact(history, TiktokenEstimator()) == 0
+
+
+@pytest.mark.parametrize("result_words", [0, 90, 200])
+def test_between_the_bands_the_counts_decide(result_words: int) -> None:
+    """Histories of at most ``AGENT_RUN_BYTES`` times their turns' bytes, on both sides
+    of twice their tokens: the answer is the counts' and the turns were encoded."""
+    history = run(result_words)
+    assert byte_ratio(history) <= AGENT_RUN_BYTES
+    est = RecordingTiktoken()
+    assert conversation_tokens(history, est) == exact(history, TiktokenEstimator())
+    turns = [m.text for m in history[5:7]]  # the note and the follow-up request
+    assert all(text in est.texts for text in turns)
+
+
+def test_the_bands_give_both_answers() -> None:
+    """The histories above: a chat (the turns' tokens) at the small results, an agent
+    run (0) at the large ones (so both answers are reachable by counting)."""
+    est = TiktokenEstimator()
+    assert conversation_tokens(run(0), est) == turn_tokens(run(0), est) > 0
+    assert conversation_tokens(run(200), est) == 0
+
+
+def test_the_byte_rule_holds_where_the_counts_would_not() -> None:
+    """Turns of one token a byte and results of runs of dashes (a token per ~64 bytes):
+    the bytes say agent run and so does the answer, although the counts say chat (the
+    rule is by bytes past its margin, by name)."""
+    history = run(result_words=0, note=" ".join(str(i % 10) for i in range(600)))
+    history = [
+        m if m.role != "tool" else m.with_content("-" * 3_000) for m in history
+    ]  # fmt: skip
+    assert byte_ratio(history) > AGENT_RUN_BYTES
+    assert exact(history, TiktokenEstimator()) > 0  # the counts: a chat
+    assert conversation_tokens(history, RecordingTiktoken()) == 0
+
+
+def test_an_estimator_not_bounded_by_bytes_counts() -> None:
+    """The approximate estimator: the counts decide, whatever the bytes say."""
+    history = run(result_words=0, note=" ".join(str(i % 10) for i in range(600)))
+    history = [m if m.role != "tool" else m.with_content("-" * 3_000) for m in history]
+    est = ApproxEstimator()
+    assert conversation_tokens(history, est) == exact(history, est)
+    assert conversation_tokens(run(2_000), est) == exact(run(2_000), est) == 0
+
+
+def test_offloads_not_yet_made_are_left_unmade() -> None:
+    """Pending offload forms are left out of the byte sum, not made to be measured:
+    enough bytes besides them settle it; too few leave it to the counts."""
+    made: list[str] = []
+
+    def fill(form: Message) -> str:
+        made.append(form.tool_call_id or "")
+        return "offloaded: " + words(50, "preview")
+
+    def with_forms(history: list[Message]) -> list[Message]:
+        return [
+            pending_form(m.with_content(""), fill) if m.role == "tool" and i < 3 else m
+            for i, m in enumerate(history)
+        ]
+
+    settled = with_forms(run(result_words=2_000))
+    est = RecordingTiktoken()
+    assert conversation_tokens(settled, est) == 0
+    assert made == [] and est.texts == []
+    assert sum(map(is_pending, settled)) == 1
+    counted = with_forms(run(result_words=90))
+    assert conversation_tokens(counted, RecordingTiktoken()) == exact(counted, TiktokenEstimator())
