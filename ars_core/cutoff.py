@@ -9,8 +9,10 @@ separating a tool call from its results.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 
+from . import memo
 from .budget import SUMMARY_TOKENS_FLOOR, kept_tail_room, lean_summary_budget, task_budget
 from .call_state import CallState, Cut, L1View
 from .capabilities import Utf8BoundedEstimator, has
@@ -169,16 +171,41 @@ def conversation_tokens(history: Sequence[Message], estimator: Estimator) -> int
     *An agent run by its bytes*: for an estimator whose count is bounded by UTF-8
     bytes (a byte-level BPE, :class:`~ars_core.capabilities.Utf8BoundedEstimator`),
     a history of more than :data:`AGENT_RUN_BYTES` times its turns' bytes is an
-    agent run, nothing counted; below that, the counts decide. The answer sizes
-    the summary and what the summary model reads, never what is sent under T."""
-    if has(estimator, Utf8BoundedEstimator):
-        measure = estimator.utf8_bytes.measure  # type: ignore[attr-defined]
-        if _bytes_above(
-            history, measure, AGENT_RUN_BYTES * turn_tokens(history, estimator, measure)
-        ):
-            return 0
+    agent run, nothing counted (the offloads whose form is not made yet left out);
+    below that, the counts decide. The answer sizes the summary and what the summary
+    model reads, never what is sent under T."""
+    if has(estimator, Utf8BoundedEstimator) and _agent_run_by_bytes(history, estimator):
+        return 0
     turns = turn_tokens(history, estimator)
     return 0 if history_exceeds(history, estimator, 2 * turns) else turns
+
+
+class _LastAnswer:
+    """The answer :func:`_agent_run_by_bytes` gave last, with the messages it read (a
+    round reads the same summarized part when it cuts and when it summarizes)."""
+
+    def __init__(self) -> None:
+        self.kept: tuple[Sequence[Message], object, bool] | None = None
+
+    def of(self, history: Sequence[Message], utf8: object) -> bool | None:
+        kept = self.kept
+        if kept is None or kept[1] is not utf8 or len(kept[0]) != len(history):
+            return None
+        return kept[2] if all(map(operator.is_, kept[0], history)) else None
+
+
+def _agent_run_by_bytes(history: Sequence[Message], estimator: Estimator) -> bool:
+    """Whether ``history``'s UTF-8 bytes are above :data:`AGENT_RUN_BYTES` times its
+    turns' (see :func:`conversation_tokens`); the same messages read again (the very
+    objects) get the answer the engine gave them last."""
+    utf8 = estimator.utf8_bytes  # type: ignore[attr-defined]
+    last = memo.current().single("cutoff:agent-run", _LastAnswer)
+    answer = last.of(history, utf8)
+    if answer is None:
+        turns = turn_tokens(history, estimator, utf8.measure)
+        answer = _bytes_above(history, utf8.measure, AGENT_RUN_BYTES * turns)
+        last.kept = (tuple(history), utf8, answer)
+    return answer
 
 
 def _bytes_above(history: Sequence[Message], measure: Callable[[Message], int], limit: int) -> bool:

@@ -9,12 +9,14 @@ the counts decide, as they always do for other estimators.
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from ars_core import ApproxEstimator, Message
 from ars_core.bounds import Utf8Bytes
 from ars_core.cutoff import AGENT_RUN_BYTES, conversation_tokens
 from ars_core.estimate import Estimator, TiktokenEstimator, message_tokens
+from ars_core.memo import Memo, active
 from ars_core.pending_form import is_pending, pending_form
 from ars_core.summarize import turn_tokens
 from ars_core.testing import RecordingTiktoken
@@ -123,3 +125,37 @@ def test_offloads_not_yet_made_are_left_unmade() -> None:
     assert sum(map(is_pending, settled)) == 1
     counted = with_forms(run(result_words=90))
     assert conversation_tokens(counted, RecordingTiktoken()) == exact(counted, TiktokenEstimator())
+
+
+class CountingBytes(Utf8Bytes):
+    """UTF-8 bytes, recording every message measured."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.measured: list[Message] = []
+
+    def measure(self, message: Message) -> int:
+        self.measured.append(message)
+        return super().measure(message)
+
+
+def test_the_same_messages_read_again_are_not_measured_again() -> None:
+    """A round reads its summarized part twice (to cut, to summarize): the second read
+    of the very same messages takes the engine's answer; equal but other objects, or
+    one message more, are measured again."""
+    history = run(result_words=2_000)
+    est = RecordingTiktoken()
+    est.utf8_bytes = counting = CountingBytes()
+    with active(Memo()):
+        assert conversation_tokens(history, est) == 0
+        first = len(counting.measured)
+        assert first > 0
+        assert conversation_tokens(list(history), est) == 0
+        assert len(counting.measured) == first
+        copies = [attrs.evolve(m) for m in history]
+        assert conversation_tokens(copies, est) == 0
+        assert len(counting.measured) > first
+        again = len(counting.measured)
+        assert conversation_tokens([*copies, user("and then?")], est) == 0
+        assert len(counting.measured) > again
+    assert est.texts == []
