@@ -90,15 +90,34 @@ def _message_json(m: Message) -> str:
         opening = ', "tool_calls": [{"id": '
         for c in m.tool_calls:
             parts += (opening, _value(c.id), ', "name": ', _value(c.name), ', "args": ')
-            parts += (_ENCODER.encode(dict(c.args)), "}")
+            parts += (_object(c.args), "}")
             opening = ', {"id": '
         parts.append("]")
     if m.tool_call_id is not None:
         parts += (', "tool_call_id": ', _value(m.tool_call_id))
     if m.metadata:
-        parts += (', "metadata": ', _ENCODER.encode(dict(m.metadata)))
+        parts += (', "metadata": ', _object(m.metadata))
     parts.append("}")
     return "".join(parts)
+
+
+def _object(mapping: Any) -> str:
+    """``_ENCODER.encode(dict(mapping))``, the same text: string keys to strings or to
+    empty dicts (a tool call's arguments, most of them; an adapter's metadata) are
+    written item by item, without the encoder's setup for every call; anything else
+    goes through the encoder."""
+    items = dict(mapping)
+    parts = []
+    for key, value in items.items():
+        if type(key) is not str:
+            return _ENCODER.encode(items)
+        if type(value) is str:
+            parts.append(_string(key) + ": " + _string(value))
+        elif isinstance(value, dict) and not dict.__len__(value):  # as the encoder sizes it
+            parts.append(_string(key) + ": {}")
+        else:
+            return _ENCODER.encode(items)
+    return "{" + ", ".join(parts) + "}"
 
 
 def _value(value: Any) -> str:

@@ -464,3 +464,20 @@ class TestArchiveLines:
             Message(role="tool", content=text, tool_call_id=text, name=text, id=text),
         ):
             assert archive_line(m)[0] == _reference_line(m)
+
+    def test_string_arguments_and_empty_mappings_give_the_encoders_line(self) -> None:
+        """Tool-call arguments of strings only and metadata of empty mappings (a dict
+        subclass too, as an adapter keeps its fields in), on texts needing every
+        escape, as keys and values: the line is the encoder's text of the message."""
+        from ars_core.archive import archive_line
+        from ars_core.messages import ToolCall
+
+        class Fields(dict[str, Any]):
+            pass
+
+        for text in HOSTILE_TEXTS:
+            call = ToolCall(id="c1", name="bash", args={"command": text, text or "k": "v"})
+            metadata = {"lc": Fields(), text: {}, "m": Fields(k=text)}
+            for meta in (metadata, {"lc": Fields()}, {text: text}):
+                m = Message(role="assistant", content=text, tool_calls=(call,), metadata=meta)
+                assert archive_line(m)[0] == _reference_line(m)
