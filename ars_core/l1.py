@@ -306,20 +306,18 @@ def _offload_text(
 def _pending_offload(
     m: Message, estimator: Estimator, limit: int
 ) -> tuple[Message, FileWrite] | None:
-    """The offload of the tool result ``m`` (a string content) as a pending form (see
-    :mod:`ars_core.pending_form`: its header and preview made when first read), when it
-    is certain without making the form: the result is above ``limit`` (a head of it
-    alone is, :func:`~ars_core.bounds.head_tokens_below`, else by its count), and the
-    form is smaller whatever its preview (a preview fits ``limit`` with the header; a
-    header alone is within ``limit``, counted with a token count of as many digits as
-    the result's bytes). ``None`` otherwise, or when the estimator is not the exact
-    ``o200k_base`` one: the form is made at once."""
+    """The offload of the tool result ``m`` (a string content, its bound above ``limit``)
+    as a pending form (see :mod:`ars_core.pending_form`: its header and preview made
+    when first read), when it is certain without making the form: the result is above
+    ``limit`` (a head of it alone is, :func:`~ars_core.bounds.head_tokens_below`, else
+    by its count), and the form is smaller whatever its preview (a preview fits
+    ``limit`` with the header; a header alone is within ``limit``, counted with a token
+    count of as many digits as the result's bytes). ``None`` otherwise, or when the
+    estimator is not the exact ``o200k_base`` one: the form is made at once."""
     text = m.content
     if not isinstance(text, str) or not text or not _counts_by_pieces(estimator):
         return None
     exact = cast(TiktokenEstimator, estimator)
-    if exact.token_bound(m) <= limit:  # as L1 decides it at once
-        return None
     encoding = load_encoding(exact.encoding_name)
     # a floor of a head of the text, else the tokens of a head: above the limit alone
     above = TOKENS.get(m, exact.cache_key) is None and (
@@ -421,10 +419,12 @@ def _plan_message(
     if m.metadata.get(MARK_SUMMARY) or _offloaded_body(m, estimator, tool_token_limit):
         return m, None, 0
     if m.role == "tool":
+        if is_bounded(estimator) and estimator.token_bound(m) <= tool_token_limit:
+            return m, None, 0  # within the limit by its bound: nothing counted
         pending = _pending_offload(m, estimator, tool_token_limit)
         if pending is not None:
             return (*pending, 0)
-        if not _above(estimator, m, tool_token_limit):
+        if message_tokens(estimator, m) <= tool_token_limit:
             return m, None, 0
         size = message_tokens(estimator, m)
         if m.text and _text_tokens(estimator, m, size) > tool_token_limit:

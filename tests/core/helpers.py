@@ -9,6 +9,7 @@ import uuid
 import zlib
 
 from ars_core import FsspecBackend, Message, SummaryConfig, ToolCall
+from ars_core.bounds import Utf8Bytes
 
 _ids = itertools.count()
 
@@ -119,3 +120,15 @@ def png(width: int, height: int, seed: str) -> bytes:
         + chunk(b"IDAT", zlib.compress(rows))
         + chunk(b"IEND", b"")
     )
+
+
+class CountingBytes(Utf8Bytes):
+    """UTF-8 bytes (a bounded estimator's ``utf8_bytes``), recording every message measured."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.measured: list[Message] = []
+
+    def measure(self, message: Message) -> int:
+        self.measured.append(message)
+        return super().measure(message)

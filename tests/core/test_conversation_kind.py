@@ -21,7 +21,7 @@ from ars_core.pending_form import is_pending, pending_form
 from ars_core.summarize import turn_tokens
 from ars_core.testing import RecordingTiktoken
 
-from .helpers import assistant, call, tool, user, words
+from .helpers import CountingBytes, assistant, call, tool, user, words
 
 pytestmark = pytest.mark.spec("R23", "R59")
 
@@ -125,18 +125,6 @@ def test_offloads_not_yet_made_are_left_unmade() -> None:
     assert sum(map(is_pending, settled)) == 1
     counted = with_forms(run(result_words=90))
     assert conversation_tokens(counted, RecordingTiktoken()) == exact(counted, TiktokenEstimator())
-
-
-class CountingBytes(Utf8Bytes):
-    """UTF-8 bytes, recording every message measured."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.measured: list[Message] = []
-
-    def measure(self, message: Message) -> int:
-        self.measured.append(message)
-        return super().measure(message)
 
 
 def test_the_same_messages_read_again_are_not_measured_again() -> None:

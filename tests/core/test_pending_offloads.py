@@ -35,7 +35,7 @@ from ars_core.pending_form import is_pending
 from ars_core.retention import error_lines, newest_error_lines
 from ars_core.stream import CompressionEvent
 from ars_core.summarize import SummaryResult
-from tests.core.helpers import assistant, call, small_config, tool, user
+from tests.core.helpers import CountingBytes, assistant, call, small_config, tool, user
 
 ENCODING = load_encoding("o200k_base")
 
@@ -323,3 +323,31 @@ def test_a_pending_offload_is_decided_as_by_exact_counts(
     assert is_pending(lazy.view[0]) == is_pending(reference.view[0])
     assert _dicts(lazy.view) == _dicts(reference.view)
     assert [w.path for w in lazy.writes] == [w.path for w in reference.writes]
+
+
+@pytest.mark.spec("R12")
+def test_a_result_within_the_limit_by_its_bytes_is_measured_once_and_never_encoded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """L1 over small tool results (each within the limit by its UTF-8 bytes) with the
+    exact o200k estimator: each is measured once, nothing is encoded, and the view is
+    the history. A result above the limit in bytes but not in tokens is counted and
+    left as it is."""
+    from ars_core.memo import Memo, active
+
+    calls = [call("bash", command=f"ls {i}") for i in range(6)]
+    small = [tool(c, f"file_{i}.py\nREADME.md") for i, c in enumerate(calls)]
+    est = TiktokenEstimator()
+    est.utf8_bytes = counting = CountingBytes()
+    counted: list[str] = []
+    count_text = est.count_text
+    monkeypatch.setattr(est, "count_text", lambda text: counted.append(text) or count_text(text))
+    with active(Memo()):
+        plan = plan_l1(small, estimator=est, tool_token_limit=80)
+    assert plan.view == tuple(small) and not plan.writes
+    assert [id(m) for m in counting.measured] == [id(m) for m in small]
+    assert counted == []
+    prose = tool(calls[0], "word " * 60)  # 300 bytes, 60 tokens
+    with active(Memo()):
+        plan = plan_l1([prose], estimator=est, tool_token_limit=100)
+    assert plan.view == (prose,) and prose.text in counted
