@@ -54,7 +54,7 @@ from .messages import (
 )
 from .paths import decode_text, encode_text, sanitize_name, text_sha256
 from .pending_form import pending_form
-from .preview_fit import fit_head_and_tail, fit_preview
+from .preview_fit import GAP_LINE, fit_head_and_tail, fit_preview
 
 __all__ = [
     "ARG_CHAR_LIMIT",
@@ -158,6 +158,8 @@ def truncation_marker(tool: str, arg: str, value: str) -> str:
 
 #: how an offloaded tool result's body begins
 OFFLOAD_HEADER = "[ARS: tool result offloaded: "
+#: the words an offload's preview adds to the text it shows
+_PREVIEW_WORDING = "\nPreview:\n" + GAP_LINE.format(0)
 
 
 #: how an offloaded user message's body begins
@@ -338,8 +340,12 @@ def _pending_offload(
         _keep_count(estimator, form, shell, counted)
         return body
 
+    def may_hold(word: str) -> bool:  # a line of the form is one of the header, of the
+        # text (a piece of one of its lines) or of the preview's own wording
+        return word in text or word in header or word in _PREVIEW_WORDING
+
     proto = m.with_content("", **{MARK_OFFLOADED: path})
-    return pending_form(proto, fill), FileWrite(path, text)
+    return pending_form(proto, fill, may_hold), FileWrite(path, text)
 
 
 def _shell_and_header_above(exact: TiktokenEstimator, m: Message, header: str, limit: int) -> bool:

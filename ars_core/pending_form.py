@@ -12,17 +12,19 @@ it (its text, its count, an equality, a copy). From then on it is an ordinary
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
 
 from .messages import Message
 
-__all__ = ["has_text_content", "is_pending", "made", "pending_form"]
+__all__ = ["cannot_hold", "has_text_content", "is_pending", "made", "pending_form"]
 
 #: where a pending form keeps what makes its content (in its own ``_cache``)
 _FILL = "pending-content"
+#: where it keeps whether a word may be in its content (see :func:`cannot_hold`)
+_MAY_HOLD = "pending-may-hold"
 #: the content slot of every message (the pending class hides it behind a property)
 _CONTENT: Any = Message.__dict__["content"]
 #: the fields copied from the prototype (the content and the scratch space aside)
@@ -36,6 +38,7 @@ def _materialize(form: Message) -> Message:
         _CONTENT.__set__(form, fill(form))
         object.__setattr__(form, "__class__", Message)
         form._cache.pop(_FILL, None)
+        form._cache.pop(_MAY_HOLD, None)
     return form
 
 
@@ -68,14 +71,29 @@ class _PendingForm(Message):
         return _materialize(self).__reduce_ex__(protocol)
 
 
-def pending_form(proto: Message, fill: Callable[[Message], str]) -> Message:
+def pending_form(
+    proto: Message, fill: Callable[[Message], str], may_hold: Callable[[str], bool] | None = None
+) -> Message:
     """A message with ``proto``'s fields whose content is ``fill(message)``, made when
-    first read (``fill`` may keep values on the message, as its count)."""
+    first read (``fill`` may keep values on the message, as its count). ``may_hold``,
+    when given, tells without making it whether a word (of no digits) may be in the
+    content (see :func:`cannot_hold`)."""
     form = object.__new__(_PendingForm)
     for name in _FIELDS:
         object.__setattr__(form, name, getattr(proto, name))
-    object.__setattr__(form, "_cache", {_FILL: fill})
+    cache: dict[Any, Any] = {_FILL: fill}
+    if may_hold is not None:
+        cache[_MAY_HOLD] = may_hold
+    object.__setattr__(form, "_cache", cache)
     return form
+
+
+def cannot_hold(message: Message, words: Iterable[str]) -> bool:
+    """Whether ``message`` is a pending form whose content, once made, holds none of
+    ``words`` (words of no digits), as its maker tells without making it; ``False``
+    for any other message (its text tells)."""
+    may_hold = message._cache.get(_MAY_HOLD) if type(message) is _PendingForm else None
+    return may_hold is not None and not any(map(may_hold, words))
 
 
 def is_pending(message: Message) -> bool:

@@ -16,7 +16,17 @@ from ._tiktoken_offline import SUPPORTED_ENCODINGS, token_ends
 from .capabilities import TiktokenEncoding, has
 from .estimate import MESSAGE_OVERHEAD, Estimator
 
-__all__ = ["CHARS_PER_TOKEN", "CONFIRMS", "FIT_SLACK", "fit_head_and_tail", "fit_preview"]
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "CONFIRMS",
+    "FIT_SLACK",
+    "GAP_LINE",
+    "fit_head_and_tail",
+    "fit_preview",
+]
+
+#: the line between a preview's head and tail (with the characters left out)
+GAP_LINE = "\n[... {} characters not shown ...]\n"
 
 
 def _longest(n: int, size: Callable[[int], int], room: int, first: int) -> int:
@@ -187,7 +197,7 @@ def fit_head_and_tail(
     def preview(n: int) -> str:
         head = n * 2 // 3
         tail = n - head
-        gap = f"\n[... {len(text) - n} characters not shown ...]\n"
+        gap = GAP_LINE.format(len(text) - n)
         return text[:head] + gap + (text[-tail:] if tail else "")
 
     framed = count(frame + preview(0))  # the frame and the gap line

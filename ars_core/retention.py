@@ -32,6 +32,7 @@ import attrs
 from . import memo
 from .memo import COMMANDS, EDITED_FILES, ERROR_LINES, REQUEST_TEXT, SparseIndex
 from .messages import MARK_SUMMARY, Message, ToolCall
+from .pending_form import cannot_hold
 from .recent import Recent
 
 __all__ = [
@@ -177,11 +178,10 @@ def _harness_inserted(meta: Mapping[str, Any]) -> bool:
 
 
 def task_statement(messages: Iterable[Message]) -> list[str]:
-    """The task: the request(s) that set the work — the first user request and
-    the ones sent right after it, before anything else — and the newest
-    request, in order, each distinct text once. The other user turns are
-    conversation content, not the task (for a one-request agent run the task
-    is that request)."""
+    """The task: the request(s) that set the work — the first user request and the ones
+    sent right after it, before anything else — and the newest request, in order, each
+    distinct text once. The other user turns are conversation content, not the task
+    (for a one-request agent run the task is that request)."""
     if isinstance(messages, Sequence):  # a history: only its requests are looked at
         positions, texts = memo.current().index("retention:requests", _request_text)(messages)
     else:
@@ -331,8 +331,10 @@ def _sequence(messages: Iterable[Message]) -> Sequence[Message]:
 
 def _errors_in(m: Message) -> tuple[str, ...]:
     """The error lines of tool result ``m`` (kept on the message: the audit and the
-    summary input's note of every later round that covers it read them again)."""
-    return ERROR_LINES.of(m, lambda m: _find_errors(m.text) if m.role == "tool" else ())
+    summary input's note of every later round that covers it read them again); a
+    pending offload form that cannot hold an error word is not made for them."""
+    is_result = m.role == "tool" and not cannot_hold(m, _ERROR_WORDS)
+    return ERROR_LINES.of(m, lambda m: _find_errors(m.text) if is_result else ())
 
 
 def _find_errors(text: str) -> tuple[str, ...]:

@@ -351,3 +351,40 @@ def test_a_result_within_the_limit_by_its_bytes_is_measured_once_and_never_encod
     with active(Memo()):
         plan = plan_l1([prose], estimator=est, tool_token_limit=100)
     assert plan.view == (prose,) and prose.text in counted
+
+
+def _quiet_log(i: int, lines: int = 120) -> str:
+    """A log of many lines holding no error word."""
+    return "".join(f"test_case_{n}_{i} PASSED [{n}%]\n" for n in range(lines))
+
+
+@pytest.mark.spec("R23", "R58")
+def test_a_pending_form_that_cannot_hold_an_error_word_is_not_made_for_its_errors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Error lines read over an L1 view of pending forms: the same lines as over the
+    forms made at once; a form whose result and header hold no error word stays pending,
+    one whose result holds one is made, and so is one whose header does (a tool named
+    with an error word: its path is in the header line)."""
+    quiet, noisy, named = call("bash", command="ls"), call("bash", command="make"), call("FAILED")
+    history = [
+        user("build it"),
+        assistant("", quiet, noisy, named),
+        tool(quiet, _quiet_log(1)),
+        tool(noisy, _log(2)),
+        tool(named, _quiet_log(3)),
+    ]
+    est = TiktokenEstimator()
+    view = list(plan_l1(history, estimator=est, tool_token_limit=100).view)
+    assert all(is_pending(m) for m in view[2:])
+    with monkeypatch.context() as patch:
+        patch.setattr(l1_module, "_pending_offload", lambda *args: None)
+        eager = list(
+            plan_l1([attrs.evolve(m) for m in history], estimator=est, tool_token_limit=100).view
+        )
+    for k in (1, 3, 500):
+        assert newest_error_lines(view, k) == newest_error_lines(eager, k)
+    assert error_lines(view) == error_lines(eager)
+    assert [is_pending(m) for m in view[2:]] == [True, False, False]
+    assert any("FAILED" in line for line in error_lines(eager))  # the header's path
+    assert view == eager
