@@ -14,6 +14,7 @@ from json.encoder import encode_basestring as _escaped
 from typing import Any
 
 from .estimate import MESSAGE_OVERHEAD, TOOL_CALL_OVERHEAD, CachingEstimator
+from .memo import call_scratch
 from .messages import Message
 from .provider_text import json_text
 
@@ -37,6 +38,22 @@ class Utf8Bytes(CachingEstimator):
 
     def count_text(self, text: str) -> int:
         return utf8_length(text) if text else 0
+
+    def bytes_of(self, message: Message) -> int:
+        """:meth:`measure`, kept while the running engine call lasts (a call reads the
+        bound of a message several times: sizing the history, in L1, in L2)."""
+        scratch = call_scratch()
+        if scratch is None:
+            return self.measure(message)
+        kept = scratch.get(self)
+        if kept is None:
+            kept = scratch[self] = {}
+        found = kept.get(id(message))  # the message is kept beside: its id is its own
+        if found is not None and found[0] is message:
+            return int(found[1])
+        size = self.measure(message)
+        kept[id(message)] = (message, size)
+        return size
 
     def measure(self, message: Message) -> int:
         """:meth:`CachingEstimator.measure` in bytes (a plain-text message read inline)."""

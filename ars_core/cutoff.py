@@ -202,8 +202,9 @@ def _agent_run_by_bytes(history: Sequence[Message], estimator: Estimator) -> boo
     last = memo.current().single("cutoff:agent-run", _LastAnswer)
     answer = last.of(history, utf8)
     if answer is None:
-        turns = turn_tokens(history, estimator, utf8.measure)
-        answer = _bytes_above(history, utf8.measure, AGENT_RUN_BYTES * turns)
+        measure = getattr(utf8, "bytes_of", utf8.measure)  # kept for the call (Utf8Bytes)
+        turns = turn_tokens(history, estimator, measure)
+        answer = _bytes_above(history, measure, AGENT_RUN_BYTES * turns)
         last.kept = (tuple(history), utf8, answer)
     return answer
 

@@ -506,7 +506,7 @@ class TiktokenEstimator(CachingEstimator):
     def token_bound(self, message: Message) -> int:
         """At least :meth:`count_message`: the kept count, else the bytes (see the class)."""
         cached = TOKENS.get(message, self._shared_key)
-        return int(cached) if cached is not None else self.utf8_bytes.measure(message)
+        return int(cached) if cached is not None else self.utf8_bytes.bytes_of(message)
 
     @property
     def cache_key(self) -> Hashable:

@@ -103,6 +103,7 @@ __all__ = [
     "Family",
     "Memo",
     "PrefixMemo",
+    "call_scratch",
     "current",
     "estimator_key",
     "forget_covered",
@@ -504,14 +505,20 @@ def _checked_this_call(messages: Sequence[Any]) -> tuple[Tracked[Any], int] | No
 
 
 class _Scope:
-    """One engine call: its memo, and the history it checked (``(messages, length,
-    record)``, so that counting it needs no second comparison)."""
+    """One engine call: its memo, the history it checked (``(messages, length, record)``:
+    counted with no second comparison) and what it keeps while it runs (``scratch``)."""
 
-    __slots__ = ("history", "memo")
+    __slots__ = ("history", "memo", "scratch")
 
     def __init__(self, memo: Memo) -> None:
         self.memo = memo
         self.history: tuple[Sequence[Any], int, Tracked[_History]] | None = None
+        self.scratch: dict[Any, Any] = {}
+
+
+def call_scratch() -> dict[Any, Any] | None:
+    """A dict that lives as long as the running engine call (``None`` outside one)."""
+    return None if (scope := _CURRENT.get()) is None else scope.scratch
 
 
 _CURRENT: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("ars_memo", default=None)

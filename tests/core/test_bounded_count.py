@@ -39,7 +39,7 @@ from ars_core.capabilities import BoundedEstimator, has
 from ars_core.provider_text import json_text
 from ars_core.testing import RecordingEmitter, ScriptedModel
 
-from .helpers import assistant, call, memory_backend, png, tool, user, words
+from .helpers import CountingBytes, assistant, call, memory_backend, png, tool, user, words
 
 pytestmark = pytest.mark.spec("R1", "R2", "R3")
 
@@ -386,3 +386,29 @@ def test_a_view_within_t_by_its_bound_is_counted_when_read(mode: str) -> None:
         assert outcome.counted
         seen.append(observed(outcome, emitter))
     assert seen[0] == seen[1]
+
+
+@MODES
+def test_a_cold_round_measures_each_message_once(mode: str) -> None:
+    """The bound of a message (its UTF-8 bytes) is read several times in an L2 round
+    (sizing the history, in L1, in L2) and measured once: the round's level, view,
+    events and update are those of an engine that measures at every read; outside
+    an engine call each read measures."""
+    history = agent_run(40, "once")
+    size = exact_size(history, "You are a careful agent. 日本語も話せます。")
+    seen = []
+    for kept in (True, False):
+        estimator = TiktokenEstimator()
+        estimator.utf8_bytes = counting = CountingBytes()
+        if not kept:  # every read measures
+            estimator.utf8_bytes.bytes_of = counting.measure  # type: ignore[method-assign]
+        compressor, emitter = engine(estimator, size // 6)
+        outcome = run(compressor, fresh(history), mode)
+        measured = [id(m) for m in counting.measured]
+        assert (len(set(measured)) == len(measured)) is kept
+        seen.append(observed(outcome, emitter))
+    assert seen[0] == seen[1] and seen[0]["level"] == "L2"
+    counting = CountingBytes()
+    message = history[1]
+    assert counting.bytes_of(message) == counting.bytes_of(message) == counting.measure(message)
+    assert counting.measured == [message] * 3
