@@ -330,11 +330,13 @@ def _sequence(messages: Iterable[Message]) -> Sequence[Message]:
 
 
 def _errors_in(m: Message) -> tuple[str, ...]:
-    """The error lines of tool result ``m`` (kept on the message: the audit and the
-    summary input's note of every later round that covers it read them again); a
-    pending offload form that cannot hold an error word is not made for them."""
-    is_result = m.role == "tool" and not cannot_hold(m, _ERROR_WORDS)
-    return ERROR_LINES.of(m, lambda m: _find_errors(m.text) if is_result else ())
+    """The error lines of tool result ``m``, kept on it (later rounds' audit and note read
+    them again); none for a pending offload form that cannot hold an error word."""
+    return ERROR_LINES.of(m, _tool_errors)
+
+
+def _tool_errors(m: Message) -> tuple[str, ...]:
+    return () if m.role != "tool" or cannot_hold(m, _ERROR_WORDS) else _find_errors(m.text)
 
 
 def _find_errors(text: str) -> tuple[str, ...]:
@@ -422,10 +424,9 @@ def _norm(text: str) -> str:
 
 
 def view_text(view: Iterable[Message]) -> str:
-    """Everything a model reads in ``view``: message texts and tool-call arguments,
-    whitespace collapsed (each message's words, then the next's). The running
-    engine keeps the text of the last :data:`VIEW_TEXTS` messages read (the kept
-    tail of one round is most of the next round's)."""
+    """Everything a model reads in ``view``: message texts and tool-call arguments, whitespace
+    collapsed (each message's words, then the next's). The running engine keeps the text of the last
+    :data:`VIEW_TEXTS` messages read (the kept tail of one round is most of the next round's)."""
     texts: Recent[tuple[Message, str]] = memo.current().single(
         "retention:view-texts", lambda: Recent(VIEW_TEXTS)
     )
@@ -544,10 +545,9 @@ def _task_runs(texts: tuple[str, ...]) -> list[_TaskIndex]:
 
 
 def _covered(hits: list[bool], k: int) -> int:
-    """How many words the shingles flagged in ``hits`` cover (shingle ``i`` covers
-    words ``i`` to ``i + k - 1``). The flags are the bytes of one integer: shifting it
-    by a byte spreads each hit over the next word, and the set bits are then the
-    covered words."""
+    """How many words the shingles flagged in ``hits`` cover (shingle ``i`` covers words ``i`` to
+    ``i + k - 1``). The flags are the bytes of one integer: shifting it by a byte spreads each hit
+    over the next word, and the set bits are then the covered words."""
     flags = int.from_bytes(bytes(hits) + bytes(k - 1), "big")
     spread = flags
     for shift in range(1, k):

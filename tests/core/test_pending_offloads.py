@@ -388,3 +388,24 @@ def test_a_pending_form_that_cannot_hold_an_error_word_is_not_made_for_its_error
     assert [is_pending(m) for m in view[2:]] == [True, False, False]
     assert any("FAILED" in line for line in error_lines(eager))  # the header's path
     assert view == eager
+
+
+@pytest.mark.spec("R23", "R58")
+def test_a_pending_forms_error_lines_are_worked_out_once() -> None:
+    """The answer that a form cannot hold an error word is kept on it as its error
+    lines: reading them again asks the form nothing (a large result is not searched
+    for every word at every read)."""
+    from ars_core.pending_form import pending_form
+
+    asked: list[str] = []
+
+    def may_hold(word: str) -> bool:
+        asked.append(word)
+        return False
+
+    c = call("bash", command="ls")
+    form = pending_form(tool(c, "").with_content(""), lambda f: "never made", may_hold)
+    assert error_lines([form]) == [] and newest_error_lines([form], 3) == []
+    first = list(asked)
+    assert first and error_lines([form]) == [] and asked == first
+    assert is_pending(form)
