@@ -17,13 +17,14 @@ from .budget import SUMMARY_TOKENS_FLOOR, kept_tail_room, lean_summary_budget, t
 from .call_state import CallState, Cut, L1View
 from .capabilities import Utf8BoundedEstimator, has
 from .checkpoint import to_global_cutoff
-from .estimate import Estimator, message_tokens
+from .estimate import Estimator, message_sizes, message_tokens
 from .l2 import build_summary_message, forbidden_cuts, select_cutoff
 from .layout import HISTORY_DIR
+from .memo import TOKENS
 from .messages import Message
 from .pending_form import is_pending
 from .retention import is_user_request, task_statement
-from .summarize import MessageSizes, history_exceeds, turn_tokens
+from .summarize import MessageSizes, history_exceeds, turn_messages
 from .task_text import task_requests, whole_task_tokens
 
 __all__ = ["choose_cut", "conversation_tokens", "kept_cut"]
@@ -172,12 +173,24 @@ def conversation_tokens(history: Sequence[Message], estimator: Estimator) -> int
     bytes (a byte-level BPE, :class:`~ars_core.capabilities.Utf8BoundedEstimator`),
     a history of more than :data:`AGENT_RUN_BYTES` times its turns' bytes is an
     agent run, nothing counted (the offloads whose form is not made yet left out);
-    below that, the counts decide. The answer sizes the summary and what the summary
-    model reads, never what is sent under T."""
-    if has(estimator, Utf8BoundedEstimator) and _agent_run_by_bytes(history, estimator):
+    below that, the counts decide. When the engine holds every turn's count (a warm
+    round), the counts decide: their sum costs less than the bytes. The answer sizes
+    the summary and what the summary model reads, never what is sent under T."""
+    turns = turn_messages(history)
+    if (
+        has(estimator, Utf8BoundedEstimator)
+        and not _counts_held(turns, estimator)
+        and _agent_run_by_bytes(history, turns, estimator)
+    ):
         return 0
-    turns = turn_tokens(history, estimator)
-    return 0 if history_exceeds(history, estimator, 2 * turns) else turns
+    tokens = sum(message_sizes(estimator, turns))
+    return 0 if history_exceeds(history, estimator, 2 * tokens) else tokens
+
+
+def _counts_held(messages: Sequence[Message], estimator: Estimator) -> bool:
+    """Whether ``estimator``'s count of every one of ``messages`` is kept on it."""
+    key = getattr(estimator, "cache_key", None)
+    return key is not None and None not in TOKENS.get_many(messages, key)
 
 
 class _LastAnswer:
@@ -194,17 +207,18 @@ class _LastAnswer:
         return kept[2] if all(map(operator.is_, kept[0], history)) else None
 
 
-def _agent_run_by_bytes(history: Sequence[Message], estimator: Estimator) -> bool:
+def _agent_run_by_bytes(
+    history: Sequence[Message], turns: Sequence[Message], estimator: Estimator
+) -> bool:
     """Whether ``history``'s UTF-8 bytes are above :data:`AGENT_RUN_BYTES` times its
-    turns' (see :func:`conversation_tokens`); the same messages read again (the very
+    ``turns``' (see :func:`conversation_tokens`); the same messages read again (the very
     objects) get the answer the engine gave them last."""
     utf8 = estimator.utf8_bytes  # type: ignore[attr-defined]
     last = memo.current().single("cutoff:agent-run", _LastAnswer)
     answer = last.of(history, utf8)
     if answer is None:
         measure = getattr(utf8, "bytes_of", utf8.measure)  # kept for the call (Utf8Bytes)
-        turns = turn_tokens(history, estimator, measure)
-        answer = _bytes_above(history, measure, AGENT_RUN_BYTES * turns)
+        answer = _bytes_above(history, measure, AGENT_RUN_BYTES * sum(map(measure, turns)))
         last.kept = (tuple(history), utf8, answer)
     return answer
 

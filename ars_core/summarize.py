@@ -99,6 +99,7 @@ __all__ = [
     "summary_budget",
     "summary_input_budget",
     "task_budget",
+    "turn_messages",
     "turn_tokens",
     "whole_tokens",
 ]
@@ -393,22 +394,21 @@ def whole_tokens(messages: Sequence[Message], estimator: Estimator) -> int:
     return sum(message_sizes(estimator, [messages[i] for i in fixed]))
 
 
-def turn_tokens(
-    messages: Sequence[Message],
-    estimator: Estimator,
-    measure: Callable[[Message], int] | None = None,
-) -> int:
-    """Tokens of the conversation's own turns in ``messages`` that
-    :func:`condense_history` does not keep whole: user requests besides the
-    task's, and assistant messages that call no tool (what the people said;
-    a chat is made of them, an agent run has few). The summary input budget
-    reads them whole (see :func:`~ars_core.budget.summary_input_budget`).
-    Given ``measure``, the turns are sized by it instead (their bytes, say; nothing kept)."""
+def turn_tokens(messages: Sequence[Message], estimator: Estimator) -> int:
+    """Tokens of the conversation's own turns in ``messages`` (:func:`turn_messages`).
+    The summary input budget reads them whole (see
+    :func:`~ars_core.budget.summary_input_budget`)."""
+    return sum(message_sizes(estimator, turn_messages(messages)))
+
+
+def turn_messages(messages: Sequence[Message]) -> list[Message]:
+    """The conversation's own turns in ``messages`` that :func:`condense_history` does
+    not keep whole: user requests besides the task's, and assistant messages that call
+    no tool (what the people said; a chat is made of them, an agent run has few)."""
     fixed, _ = _kept_whole(messages)
     # only the turns are looked at (where they are is kept by the engine as the history grows)
     positions, _ = memo.current().index("summarize:turns", _is_turn)(messages)
-    turns = [messages[i] for i in positions if i not in fixed]
-    return sum(map(measure, turns) if measure is not None else message_sizes(estimator, turns))
+    return [messages[i] for i in positions if i not in fixed]
 
 
 def _is_turn(m: Message) -> bool:

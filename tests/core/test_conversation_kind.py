@@ -18,7 +18,7 @@ from ars_core.cutoff import AGENT_RUN_BYTES, conversation_tokens
 from ars_core.estimate import Estimator, TiktokenEstimator, message_tokens
 from ars_core.memo import Memo, active
 from ars_core.pending_form import is_pending, pending_form
-from ars_core.summarize import turn_tokens
+from ars_core.summarize import turn_messages, turn_tokens
 from ars_core.testing import RecordingTiktoken
 
 from .helpers import CountingBytes, assistant, call, tool, user, words
@@ -47,7 +47,7 @@ def exact(history: list[Message], estimator: Estimator) -> int:
 
 
 def byte_ratio(history: list[Message]) -> float:
-    return sum(map(BYTES.measure, history)) / turn_tokens(history, BYTES, BYTES.measure)
+    return sum(map(BYTES.measure, history)) / sum(map(BYTES.measure, turn_messages(history)))
 
 
 def test_an_agent_run_far_above_its_turns_in_bytes_is_told_without_encoding() -> None:
@@ -147,3 +147,18 @@ def test_the_same_messages_read_again_are_not_measured_again() -> None:
         assert conversation_tokens([*copies, user("and then?")], est) == 0
         assert len(counting.measured) > again
     assert est.texts == []
+
+
+@pytest.mark.parametrize("result_words", [0, 2_000])
+def test_turns_whose_counts_are_held_are_decided_by_their_counts(result_words: int) -> None:
+    """A warm round: the engine holds every turn's count (the history was counted on
+    an earlier call), so their sum decides and no byte is measured, a chat or an agent
+    run alike; the answer is the counts'."""
+    history = run(result_words)
+    est = RecordingTiktoken()
+    est.utf8_bytes = counting = CountingBytes()
+    with active(Memo()):
+        for m in history:
+            message_tokens(est, m)  # an earlier call counted the history
+        assert conversation_tokens([*history], est) == exact(history, TiktokenEstimator())
+    assert counting.measured == []
