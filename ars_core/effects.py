@@ -449,6 +449,9 @@ class AsyncEffects:
 
     async def write(self, effect: Write) -> set[str] | None:
         backend = self.sync.backend
+        ledger = Ledger(self.sync.written, backend, effect.writes)
+        if not ledger.todo:  # every file already written by this process: no thread hop
+            return ledger.failed
         awrite_bytes: Callable[[str, bytes], Awaitable[Any]] | None = (
             cast(AsyncBytesBackend, backend).awrite_bytes
             if has(backend, AsyncBytesBackend)
@@ -459,7 +462,6 @@ class AsyncEffects:
         )
         if awrite_bytes is None and awrite is None:
             return await anyio.to_thread.run_sync(self.sync.write, effect)
-        ledger = Ledger(self.sync.written, backend, effect.writes)
         for w in ledger.todo:
             try:
                 if awrite_bytes is not None:

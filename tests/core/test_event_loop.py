@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
 from ars_core import ApproxEstimator, Compressor, Message, TiktokenEstimator, read_messages
 from ars_core._tiktoken_offline import load_encoding
+from ars_core.effects import AsyncEffects, SyncEffects, Write
 from ars_core.estimate import OFFLOAD_CHARS, uncounted_chars
-from ars_core.testing import ScriptedModel
+from ars_core.l1 import FileWrite
+from ars_core.testing import FakeSummarizer, ScriptedModel
+from ars_core.write_ledger import WrittenPaths
 
 from .helpers import assistant, call, small_config, tool, user
 from .test_estimate import traced_peak
@@ -120,3 +125,50 @@ def test_exact_count_of_long_texts_is_exact_and_memory_stays_proportional(
         "est.count_text(big)",
     )
     assert peak < 10_350_000 // 2
+
+
+class SyncOnlyBackend:
+    """A file backend with only blocking methods: ``acall`` writes to it in a thread.
+    ``writes`` lists the paths it was asked to write."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, str] = {}
+        self.writes: list[str] = []
+
+    def write_text(self, path: str, text: str) -> str:
+        self.writes.append(path)
+        self.files[path] = text
+        return path
+
+    def read_text(self, path: str) -> str:
+        return self.files[path]
+
+    def exists(self, path: str) -> bool:
+        return path in self.files
+
+
+@pytest.mark.spec("R13", "R26")
+@pytest.mark.anyio
+async def test_a_write_with_every_file_already_written_takes_no_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A warm round yields its offloads' :class:`Write` again; when this process already
+    wrote every file of it, the event loop neither hops to a thread nor calls the backend."""
+    backend = SyncOnlyBackend()
+    effects = AsyncEffects(SyncEffects(None, FakeSummarizer("S"), backend, print, WrittenPaths()))
+    hops: list[object] = []
+    run_sync = anyio.to_thread.run_sync
+
+    async def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        hops.append(fn)
+        return await run_sync(fn, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
+    files = Write((FileWrite("outputs/a.txt", text="A"), FileWrite("outputs/b.txt", text="B")))
+    assert await effects.write(files) == set()
+    assert len(hops) == 1 and backend.writes == ["outputs/a.txt", "outputs/b.txt"]
+    assert await effects.write(files) == set()
+    assert len(hops) == 1 and len(backend.writes) == 2  # no hop, nothing written again
+    grown = Write((*files.writes, FileWrite("outputs/c.txt", text="C")))
+    assert await effects.write(grown) == set()  # a new file: written in a thread, alone
+    assert len(hops) == 2 and backend.writes[2:] == ["outputs/c.txt"]
