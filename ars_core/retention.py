@@ -30,6 +30,7 @@ from typing import Any
 import attrs
 
 from . import memo
+from .latest import last_distinct, last_places, ordered_by_last
 from .memo import COMMANDS, EDITED_FILES, ERROR_LINES, REQUEST_TEXT, SparseIndex
 from .messages import MARK_SUMMARY, Message, ToolCall
 from .pending_form import cannot_hold
@@ -222,26 +223,17 @@ def _pathlike(candidate: str) -> bool:
     return bool(_PATHLIKE.match(candidate)) and not candidate.startswith("/dev/")
 
 
-def _ordered_by_last(items: Iterable[str]) -> list[str]:
-    """Distinct ``items``, ordered by where each occurs last."""
-    found: dict[str, None] = {}
-    for item in items:
-        found.pop(item, None)
-        found[item] = None
-    return list(found)
-
-
 def _latest(messages: Sequence[Message], reader: str, k: int) -> list[str]:
-    """``_ordered_by_last`` of what ``reader`` (``"edited"``, ``"errors"`` or
+    """``ordered_by_last`` of what ``reader`` (``"edited"``, ``"errors"`` or
     ``"commands"``) finds in every message, last ``k`` only: read from the newest
     message back, stopping once ``k`` distinct items are found. A history that grew
     from one read before has only the messages that hold something looked at (and
     its new ones read); any other is read from its newest message back, no further
     than the ``k`` items take (kept for the next rounds when read to its start)."""
     index = _index(reader)
-    if not messages or index.knows(messages):
-        return _last_distinct(reversed(index(messages)[1]), k)
-    return _last_distinct(_read_back(index, messages, reader), k)
+    if not messages:
+        return []
+    return last_places(index, messages, reader, k, lambda: _read_back(index, messages, reader))
 
 
 #: messages whose kept values :func:`_read_back` looks up at once
@@ -272,19 +264,6 @@ def _read_back(
                 yield value
         end = start
     index.remember(messages, positions[::-1], values[::-1])
-
-
-def _last_distinct(newest_first: Iterable[tuple[str, ...]], k: int) -> list[str]:
-    """The last ``k`` distinct items of the messages' items given newest message first,
-    oldest first (each at its last place)."""
-    found: dict[str, None] = {}
-    for items in newest_first:
-        for item in reversed(items):
-            if item not in found:
-                found[item] = None
-                if len(found) == k:
-                    return list(reversed(found))
-    return list(reversed(found))
 
 
 def _edited_in(m: Message) -> tuple[str, ...]:
@@ -322,7 +301,7 @@ def edited_files(messages: Iterable[Message], *, last: int | None = None) -> lis
     """
     if last is not None:
         return _latest(_sequence(messages), "edited", last)
-    return _ordered_by_last(path for m in messages for path in _edited_in(m))
+    return ordered_by_last(path for m in messages for path in _edited_in(m))
 
 
 def _sequence(messages: Iterable[Message]) -> Sequence[Message]:
@@ -369,14 +348,14 @@ def error_lines(messages: Iterable[Message], *, last: int | None = None) -> list
     (whitespace collapsed; with ``last``, only the latest ``last`` of them)."""
     if last is not None:
         return _latest(_sequence(messages), "errors", last)
-    return _ordered_by_last(line for m in messages for line in _errors_in(m))
+    return ordered_by_last(line for m in messages for line in _errors_in(m))
 
 
 def newest_error_lines(messages: Sequence[Message], k: int) -> list[str]:
     """``error_lines(messages, last=k)`` read message by message from the newest back,
     no further than the ``k`` lines take: the older messages are not looked at (no
     index of ``messages`` is kept; for a history read once)."""
-    return _last_distinct(map(_errors_in, reversed(messages)), k)
+    return last_distinct(map(_errors_in, reversed(messages)), k)
 
 
 def command_text(call: ToolCall) -> str:

@@ -433,6 +433,36 @@ def test_the_latest_items_are_those_of_the_whole_history(n_steps: int, last: int
 
 
 @pytest.mark.spec("R58")
+def test_the_latest_items_of_a_growing_history_are_kept_in_order_of_their_last_place() -> None:
+    """Round after round the audit asks for the latest items of a history that grew:
+    the order kept for it takes only the new messages' items, and gives what a full
+    reading of each history gives (items repeated, moved to their new last place); a
+    shorter history, one edited in the middle and one grown again answer the same."""
+    history: list = [user("fix the build")]
+    for i in range(60):
+        c = (
+            call("write_file", path=f"src/m{i % 4}.py", content="x = 1")
+            if i % 3
+            else call("bash", command=f"make t{i % 5} > out/{i % 2}.log")
+        )
+        text = f"ERROR: failed step {i % 3}\n" if i % 4 == 0 else f"ok {i}"
+        history += [assistant(f"step {i}", c), tool(c, text)]
+    edited = [*history[:30], user("an edited message"), *history[31:]]
+    lengths = [*range(1, len(history) + 1, 3), 40, 90, len(history)]
+    for messages in (history, edited, history):
+        for n in lengths:
+            for reader in (edited_files, error_lines):
+                whole = reader(messages[:n])
+                for last in (1, 3, 20):
+                    assert reader(messages[:n], last=last) == whole[-last:], (n, reader, last)
+    # two readers of one history, each round to its own length (the audit's part, a
+    # note's longer one): each answer is the full reading's
+    for n in range(20, len(history) - 7):
+        for part in (history[: n + 7], history[:n]):
+            assert edited_files(part, last=3) == edited_files(part)[-3:], n
+
+
+@pytest.mark.spec("R58")
 def test_a_request_held_whole_is_kept_without_the_view_runs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
