@@ -220,6 +220,8 @@ class L1Plan:
     def finalize(self, failed: Collection[str] = ()) -> tuple[list[Message], tuple[str, ...]]:
         """The view with originals restored where a write failed, and the paths offloaded."""
         view = list(self.view)
+        if not failed:  # every write made (the usual case): the planned view, each path
+            return view, tuple(self.pending)
         offloaded: list[str] = []
         for path, indices in self.pending.items():
             if path in failed:
