@@ -17,10 +17,15 @@ __all__ = ["last_distinct", "last_places", "ordered_by_last"]
 def ordered_by_last(items: Iterable[str]) -> list[str]:
     """Distinct ``items``, ordered by where each occurs last."""
     found: dict[str, None] = {}
-    for item in items:
-        found.pop(item, None)
-        found[item] = None
+    _to_end(found, items)
     return list(found)
+
+
+def _to_end(order: dict[str, None], items: Iterable[str]) -> None:
+    """Each of ``items`` moved to (or added at) the end of ``order``, in turn."""
+    for item in items:
+        order.pop(item, None)
+        order[item] = None
 
 
 def last_distinct(newest_first: Iterable[tuple[str, ...]], k: int) -> list[str]:
@@ -82,9 +87,7 @@ def last_places(
         order = places.order
         places.found += len(new)
         for items in new:
-            for item in items:
-                order.pop(item, None)
-                order[item] = None
+            _to_end(order, items)
         places.read = n
         remembered.extend(seen, messages, known)
         return list(reversed(list(itertools.islice(reversed(order), k))))
