@@ -432,9 +432,9 @@ def _plan_message(
         pending = _pending_offload(m, estimator, tool_token_limit)
         if pending is not None:
             return (*pending, 0)
-        if message_tokens(estimator, m) <= tool_token_limit:
-            return m, None, 0
         size = message_tokens(estimator, m)
+        if size <= tool_token_limit:
+            return m, None, 0
         if m.text and _text_tokens(estimator, m, size) > tool_token_limit:
             new, write = _offload(m, estimator, tool_token_limit)
             if message_tokens(estimator, new) <= size:  # never larger than the original
