@@ -184,7 +184,7 @@ class CallState:
         paired = (
             self.paired
             if self.paired is not None and view is self.effective
-            else pair_tool_calls(view)
+            else pair_tool_calls(view, named=self.paired)
         )
         if paired.changed:
             self.orphan_results = len(paired.orphans)

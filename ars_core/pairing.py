@@ -142,12 +142,14 @@ def _rewind(scan: _Scan, positions: list[int]) -> None:
         del scan.unanswered[-len(added) :]
 
 
-def pair_tool_calls(view: Sequence[Message]) -> Pairing:
+def pair_tool_calls(view: Sequence[Message], *, named: Pairing | None = None) -> Pairing:
     """``view`` with orphan tool results left out and unanswered calls answered
     (see the module doc). A view that needs neither comes back as it is.
 
     What the blocks before the last one hold is remembered with the history, so a
-    call whose history only grew reads the last block and the appended messages."""
+    call whose history only grew reads the last block and the appended messages.
+    ``named`` is the pairing of the history ``view`` was made from (a round's view
+    after a summary): what its warning named is not named again."""
     messages = view if isinstance(view, list) else list(view)
     skip = 1 if messages and messages[0].metadata.get(MARK_SUMMARY) else 0
     history = messages[skip:] if skip else messages
@@ -171,8 +173,9 @@ def pair_tool_calls(view: Sequence[Message]) -> Pairing:
         remembered.extend(seen, history, known)
         drop, add = list(scan.drop), list(scan.add)
         orphans, unanswered = tuple(scan.orphans), tuple(scan.unanswered)
-        new_orphans = [i for i in orphans if ("orphan", i) not in scan.warned]
-        new_unanswered = [i for i in unanswered if ("call", i) not in scan.warned]
+        told = scan.warned | _told(named) if named is not None else scan.warned
+        new_orphans = [i for i in orphans if ("orphan", i) not in told]
+        new_unanswered = [i for i in unanswered if ("call", i) not in told]
         scan.warned.update([("orphan", i) for i in new_orphans])
         scan.warned.update([("call", i) for i in new_unanswered])
     if not drop and not add:
@@ -181,6 +184,13 @@ def pair_tool_calls(view: Sequence[Message]) -> Pairing:
         warn_unpaired(new_orphans, new_unanswered)
     added = tuple(m for _, results in add for m in results)
     return Pairing(_rebuilt(messages, skip, drop, add), orphans, unanswered, added)
+
+
+def _told(named: Pairing) -> set[tuple[str, str]]:
+    """What the warning of the pairing ``named`` named (see :func:`pair_tool_calls`)."""
+    if not named.changed:
+        return set()
+    return {("orphan", i) for i in named.orphans} | {("call", i) for i in named.unanswered}
 
 
 def warn_unpaired(orphans: Sequence[str], unanswered: Sequence[str]) -> None:

@@ -231,3 +231,34 @@ def test_the_note_for_a_call_without_a_result_counts_toward_the_threshold(mode: 
     assert outcome.level is not None and emitter.events[0].phase == "started"
     assert any(m.metadata.get(MARK_SYNTHETIC_RESULT) for m in sent)  # still answered
     assert emitter.events[-1].unanswered_calls == 1
+
+
+@MODES
+def test_a_summary_round_names_an_unanswered_call_once(
+    mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The history is paired, then the round's view after its summary: the call
+    without a result is answered in the view and counted in ``completed``, and the
+    warning names it once, not once per list paired; the next call names it no more."""
+    caplog.set_level("WARNING", logger="ars")
+    state = [user("task " + words(50))]
+    for i in range(12):
+        c = call("read_file", f"call-{i}")
+        state += [assistant("", c), tool(c, words(200, f"t{i}"))]
+    state += [assistant("", call("build", "call-open")), user("why?")]
+    engine, emitter = _engine(summary_threshold=1, summary_keep_messages=4)
+    model = ScriptedModel(["ok"])
+    outcome = _call(mode, engine, state, model)
+    assert outcome.level == "L2"
+    sent = model.calls[-1]
+    assert [(m.role, m.tool_call_id) for m in sent[-3:]] == [
+        ("assistant", None),
+        ("tool", "call-open"),
+        ("user", None),
+    ]
+    assert emitter.events[-1].unanswered_calls == 1
+    warnings = [r.getMessage() for r in caplog.records if "answered with a note" in r.getMessage()]
+    assert len(warnings) == 1 and "(call-open)" in warnings[0]
+    caplog.clear()
+    _call(mode, engine, [*state, assistant("ok"), user("and now?")], model)
+    assert [r for r in caplog.records if "answered with a note" in r.getMessage()] == []
