@@ -457,7 +457,7 @@ def task_retention(task: str | Sequence[str], view: Sequence[Message] | str) -> 
     kept = 0
     for source, index in zip(texts, indexes, strict=True):
         if index.whole is not None:
-            kept += index.words if index.whole in text else 0
+            kept += index.words if _whole_words_in(index.whole, text) else 0
         elif source in text:  # verbatim: every run of it is in the view
             kept += index.words
         else:
@@ -477,6 +477,18 @@ def _runs(words: Sequence[str]) -> Iterable[int]:
     joined by a space (the words hold no whitespace, so equal strings are equal runs;
     a 64-bit hash stands for the run: what is kept of a task is 8 bytes a run)."""
     return map(hash, map(" ".join, zip(*(words[i:] for i in range(SHINGLE_WORDS)), strict=False)))
+
+
+def _whole_words_in(words: str, text: str) -> bool:
+    """Whether ``words`` is in ``text`` as whole words: an occurrence with whitespace
+    (or the text's end) either side, so "fix it" is not found in "fix items"."""
+    at = text.find(words)
+    while at >= 0:
+        end = at + len(words)
+        if (not at or text[at - 1].isspace()) and (end == len(text) or text[end].isspace()):
+            return True
+        at = text.find(words, at + 1)
+    return False
 
 
 class _TaskIndex:

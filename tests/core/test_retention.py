@@ -60,6 +60,15 @@ class TestMeasure:
         assert task_retention([], "anything") == 1.0
 
     @pytest.mark.spec("R58")
+    def test_a_short_request_is_found_only_as_whole_words(self) -> None:
+        """A request shorter than a run counts as kept where its words stand whole,
+        not where they begin or end longer words."""
+        assert task_retention("fix it", "Task:\nfix it\n") == 1.0
+        assert task_retention("fix it", "fix it") == 1.0
+        assert task_retention("fix it", "then prefix it and fix items") == 0.0
+        assert task_retention("fix it", "we fix items; we fix it") == 1.0
+
+    @pytest.mark.spec("R58")
     def test_anchors_of_a_history(self) -> None:
         history = _history()
         assert task_statement(history) == [TASK, "looks good, now also update the changelog"]
