@@ -128,25 +128,31 @@ def forget_covered(messages: Sequence[Message], end: int) -> None:
     the summary a call came with covers (its event is stored: no later request holds
     them, no later round covers them while it stands), each message's other values
     moved to a dict of their size (a dict never shrinks by deletion) with the
-    :data:`COVERED` mark. From ``end - 1`` back to the first message already marked, or
-    holding nothing (never read in this process: a history resumed cold), so each
-    message is done once. A round's own summarized part is not dropped by that round:
-    a round whose summary is not stored (the next call comes without it) summarizes
-    them again. A value another thread keeps meanwhile may be lost: it is made again
-    when needed."""
+    :data:`COVERED` mark, the keys that are not strings (an estimator's tuple) first: a
+    dict begun with string keys is rebuilt larger when another key comes (in CPython,
+    352 bytes for three keys against 224). From ``end - 1`` back to the first message
+    already marked, or holding nothing (never read in this process: a history resumed
+    cold), so each message is done once. A round's own summarized part is not dropped
+    by that round: a round whose summary is not stored (the next call comes without it)
+    summarizes them again. A value another thread keeps meanwhile may be lost: it is
+    made again when needed."""
     names, mark = _UNTIL_SUMMARIZED, COVERED.name
     for i in range(min(end, len(messages)) - 1, -1, -1):
         m = messages[i]
         cache = m._cache
         if not cache or mark in cache:
             return
-        kept = {mark: True}  # a loop, not a comprehension: no function made per message
+        kept = {}  # loops, not comprehensions: no function made per message
         try:
             for k, v in cache.items():
-                if (k[0] if type(k) is tuple and k else k) not in names:  # its family
+                if type(k) is not str and (k[0] if type(k) is tuple and k else k) not in names:
+                    kept[k] = v
+            for k, v in cache.items():
+                if type(k) is str and k not in names:
                     kept[k] = v
         except RuntimeError:  # changed by another thread while read: left as it is
             continue
+        kept[mark] = True
         _set_cache(m, "_cache", kept)
 
 

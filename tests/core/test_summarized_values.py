@@ -167,3 +167,27 @@ def test_an_event_dropped_after_rounds_makes_the_same_forms_again(
     assert run.files() == kept.files()
     # the offloaded results of the summarized messages were written all the same
     assert sum("large_tool_results/" in p for p in run.files()) == 30
+
+
+def test_a_covered_message_keeps_its_values_in_a_dict_of_their_size() -> None:
+    """The values a covered message keeps take the dict a fresh dict of those values
+    takes, whatever order they were written in (a dict begun with string keys and then
+    given a tuple key is rebuilt larger: 352 bytes for three keys, not 224)."""
+    from sys import getsizeof
+
+    from ars_core.memo import COVERED, forget_covered
+
+    token_key = ("tokens", "some-estimator", 1)
+    messages = [Message(role="user", content=f"m{i}") for i in range(3)]
+    for m in messages:
+        m._cache["floor"] = 7  # written before the count, as a history's first read does
+        m._cache[token_key] = 9
+        m._cache["request-text"] = m.content
+        m._cache[("l1", 120)] = "a plan"
+    forget_covered(messages, 3)
+    for m in messages:
+        expected = {token_key: 9, "floor": 7, "request-text": m.content, COVERED.name: True}
+        assert m._cache == expected
+        assert (
+            getsizeof(m._cache) == getsizeof(expected) < getsizeof(dict(reversed(expected.items())))
+        )
