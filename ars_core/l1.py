@@ -424,7 +424,8 @@ def _plan_message(
     truncate_tools: Collection[str],
 ) -> _Planned:
     """L1 for one message: a large tool result offloaded, large arguments truncated."""
-    if m.metadata.get(MARK_SUMMARY) or _offloaded_body(m, estimator, tool_token_limit):
+    meta = m.metadata  # most messages have none (then neither a summary nor offloaded)
+    if meta and (meta.get(MARK_SUMMARY) or _offloaded_body(m, estimator, tool_token_limit)):
         return m, None, 0
     if m.role == "tool":
         if is_bounded(estimator) and estimator.token_bound(m) <= tool_token_limit:

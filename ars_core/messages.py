@@ -16,7 +16,7 @@ import io
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, NoReturn, overload
 
 import attrs
 
@@ -58,6 +58,36 @@ MARK_TRIMMED = "ars_trimmed"
 
 def _frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return dict(value) if value else {}
+
+
+class _NoMetadata(dict[str, Any]):
+    """The one empty ``metadata`` every message without any shares (a dict of its own
+    per message took 64 bytes a message): read-only, so no write through one message
+    reaches another (a message's metadata is never written in place; copies merge into
+    a new dict). Equal to ``{}``, shown as ``{}``; copied, deep-copied and pickled as a
+    plain ``{}``, as the message's own dict was."""
+
+    __slots__ = ()
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError(
+            "a message's empty metadata is shared and read-only: build a copy with "
+            "metadata (Message.with_content, attrs.evolve)"
+        )
+
+    __setitem__ = __delitem__ = __ior__ = _read_only
+    clear = pop = popitem = setdefault = update = _read_only
+
+    def __reduce__(self) -> tuple[type[dict[str, Any]], tuple[()]]:
+        return dict, ()
+
+
+#: the metadata of every message built without any (see :class:`_NoMetadata`)
+NO_METADATA: Mapping[str, Any] = _NoMetadata()
+
+
+def _metadata(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return dict(value) if value else NO_METADATA
 
 
 @attrs.frozen
@@ -133,7 +163,7 @@ class Message:
     name: str | None = None
     tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_calls)
     tool_call_id: str | None = None
-    metadata: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
+    metadata: Mapping[str, Any] = attrs.field(default=NO_METADATA, converter=_metadata)
     _cache: dict[Any, Any] = attrs.field(
         factory=dict, init=False, eq=False, repr=False, hash=False, alias="_cache"
     )
@@ -147,12 +177,13 @@ class Message:
         name: str | None,
         tool_calls: tuple[ToolCall, ...],
         tool_call_id: str | None,
-        metadata: dict[str, Any],
+        metadata: Mapping[str, Any],
     ) -> Message:
         """A message from fields in their final form (a known role, a string or a tuple
-        of parts, a tuple of calls, a ``metadata`` dict the message owns): built
-        without the constructor's conversions and checks, for adapters converting
-        whole histories (the result equals what the constructor builds)."""
+        of parts, a tuple of calls, a ``metadata`` dict the message owns, an empty one
+        replaced by the shared :data:`NO_METADATA`): built without the constructor's
+        conversions and checks, for adapters converting whole histories (the result
+        equals what the constructor builds)."""
         message = _new(cls)
         _set(message, "role", role)
         _set(message, "content", content)
@@ -160,7 +191,7 @@ class Message:
         _set(message, "name", name)
         _set(message, "tool_calls", tool_calls)
         _set(message, "tool_call_id", tool_call_id)
-        _set(message, "metadata", metadata)
+        _set(message, "metadata", metadata or NO_METADATA)
         _set(message, "_cache", {})
         return message
 

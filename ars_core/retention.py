@@ -147,8 +147,8 @@ def is_user_request(message: Message) -> bool:
     (summary, note) nor by another harness's summarization."""
     if message.role != "user":
         return False
-    meta = message.metadata
-    if meta.get(MARK_SUMMARY) or meta.get(MARK_NOTE) or _harness_inserted(meta):
+    meta = message.metadata  # most messages have none: one test, no look-up
+    if meta and (meta.get(MARK_SUMMARY) or meta.get(MARK_NOTE) or _harness_inserted(meta)):
         return False
     if not isinstance(message.content, str):
         parts = message.content
@@ -162,6 +162,8 @@ def is_earlier_summary(message: Message) -> bool:
     (LangChain marks its summaries with ``lc_source``). A later summary builds on it
     (merged, never dropped as if nobody wrote it)."""
     meta = message.metadata
+    if not meta:  # most messages have none: one test, no look-up
+        return False
     return bool(meta.get(MARK_SUMMARY)) or (message.role != "system" and _harness_inserted(meta))
 
 

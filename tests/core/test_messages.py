@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import gzip
 import json
+import pickle
 from pathlib import Path
+from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -21,6 +25,7 @@ from ars_core import (
     read_messages,
     to_openai,
 )
+from ars_core.messages import NO_METADATA
 from ars_core.replay import SAMPLE_DIR
 
 json_values = st.recursive(
@@ -72,6 +77,80 @@ class TestJsonRoundTrip:
             Message(role="robot", content="x")
 
 
+class TestNoMetadata:
+    """Messages without metadata share one empty mapping (no dict of 64 bytes each):
+    equal to ``{}`` and shown as ``{}``, read-only, copied and pickled as a plain ``{}``."""
+
+    def _without(self) -> list[Message]:
+        m = Message(role="user", content="x")
+        return [
+            m,
+            Message(role="user", content="x", metadata={}),
+            from_openai({"role": "assistant", "content": "y"}),
+            m.with_content("z"),
+            attrs.evolve(m, id="i"),
+            Message.of_fields("user", "x", None, None, (), None, {}),
+            message_from_dict(message_to_dict(m)),
+        ]
+
+    @pytest.mark.spec("R10")
+    def test_messages_without_metadata_share_one_read_only_empty_mapping(self) -> None:
+        shared = self._without()
+        assert all(m.metadata is NO_METADATA for m in shared)
+        assert NO_METADATA == {} and {} == NO_METADATA and not NO_METADATA
+        assert repr(shared[0]).endswith("metadata={})") and "metadata" not in message_to_dict(
+            shared[0]
+        )
+        writes = [
+            lambda md: md.__setitem__("k", 1),
+            lambda md: md.__delitem__("k"),
+            lambda md: md.update(k=1),
+            lambda md: md.setdefault("k", 1),
+            lambda md: md.pop("k", None),
+            lambda md: md.popitem(),
+            lambda md: md.clear(),
+            lambda md: md.__ior__({"k": 1}),
+        ]
+        for write in writes:
+            with pytest.raises(TypeError, match="read-only"):
+                write(shared[0].metadata)
+        assert all(m.metadata == {} and len(m.metadata) == 0 for m in shared)
+        with pytest.raises(TypeError):  # a message is not hashable, as before
+            hash(shared[0])
+
+    @pytest.mark.spec("R10")
+    @pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle", "dict", "merge"])
+    def test_a_copy_of_the_shared_empty_metadata_is_a_plain_dict(self, how: str) -> None:
+        md = Message(role="user", content="x").metadata
+        made: Any = {
+            "copy": lambda: copy.copy(md),
+            "deepcopy": lambda: copy.deepcopy(md),
+            "pickle": lambda: pickle.loads(pickle.dumps(md)),
+            "dict": lambda: dict(md),
+            "merge": lambda: {**md},
+        }[how]()
+        assert type(made) is dict and made == {}
+        made["k"] = 1  # a plain dict of its own
+        assert md == {} and Message(role="user", content="x").metadata == {}
+
+    @pytest.mark.spec("R10")
+    @pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle"])
+    def test_a_message_copied_or_pickled_is_equal(self, how: str) -> None:
+        for m in [*self._without(), Message(role="tool", content="r", metadata={"k": [1]})]:
+            other = {
+                "copy": copy.copy,
+                "deepcopy": copy.deepcopy,
+                "pickle": lambda x: pickle.loads(pickle.dumps(x)),
+            }[how](m)
+            assert other == m and repr(other) == repr(m) and other.metadata == m.metadata
+
+    def test_metadata_given_is_a_dict_of_the_messages_own(self) -> None:
+        given = {"k": 1}
+        a, b = Message(role="user", metadata=given), Message(role="user", metadata=given)
+        assert type(a.metadata) is dict and a.metadata == given
+        assert a.metadata is not given and a.metadata is not b.metadata
+
+
 class TestCopies:
     @pytest.mark.spec("R2")
     @given(messages, st.text(max_size=20) | st.lists(parts, max_size=2), st.booleans())
@@ -100,7 +179,9 @@ class TestCopies:
         assert isinstance(copy.content, str | tuple) and copy._cache == {}
         copy._cache["other"] = 2
         assert message._cache == {"k": 1} and message_to_dict(message) == before
-        assert copy.metadata is not message.metadata
+        # no write through the copy's metadata reaches the original's: its own dict, or
+        # (neither has any) the one read-only empty mapping messages without any share
+        assert copy.metadata is not message.metadata or copy.metadata is NO_METADATA
 
     @pytest.mark.spec("R2")
     def test_with_content_checks_the_new_content(self) -> None:
