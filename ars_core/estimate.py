@@ -34,6 +34,7 @@ from typing import Any, Protocol, TypeGuard, runtime_checkable
 from ._media import media_tokens
 from .approx_features import APPROX_FEATURES, approx_features, approx_weighted_sum
 from .capabilities import BoundedEstimator, has
+from .content_counts import ContentCounts
 from .memo import TOKENS, HistoryTotals, instance_key
 from .messages import Message
 from .provider_text import block_text, json_text, tool_text
@@ -204,8 +205,8 @@ class CachingEstimator:
         #: the tools last counted (a copy of the list, compared by value) and their count
         self._tools_cache: tuple[list[Any], int] | None = None
         # counts of plain-text messages by content, for equal messages rebuilt as new
-        # objects (a store reloaded each call); cleared when it grows past its bound
-        self._by_content: dict[tuple[Any, ...], int] = {}
+        # objects (a store reloaded each call), forgotten when they reach their bound
+        self._by_content = ContentCounts()
         #: provider tokens per estimated token, learned by :meth:`calibrate`
         self.scale = 1.0
         #: the safety margin the engine keeps below its thresholds: the estimator's
@@ -269,16 +270,14 @@ class CachingEstimator:
             return int(cached)
         plain = isinstance(content, str) and not message.tool_calls and len(content) < 65536
         if plain:
-            ckey = (message.role, message.name, message.tool_call_id, message.content)
-            cached = self._by_content.get(ckey)
+            table, ckey = self._by_content.slot(message, content)
+            cached = table.get(ckey)
             if cached is not None:
                 return TOKENS.put(message, cached, key)
         total = self.measure(message)
         TOKENS.put(message, total, key)
         if plain:
-            if len(self._by_content) >= CONTENT_CACHE_SIZE:
-                self._by_content.clear()
-            self._by_content[ckey] = total
+            self._by_content.keep(table, ckey, total, CONTENT_CACHE_SIZE)
         return total
 
     def measure(self, message: Message) -> int:

@@ -128,6 +128,51 @@ class TestCaching:
         n = est.texts
         assert est.count_message(m) == first and est.texts == n
 
+    @staticmethod
+    def _rebuilt() -> list[Message]:
+        """Messages as a store reloaded each call gives them: new objects, equal texts."""
+        text = "the same words " * 20
+        return [
+            Message(role="user", content=text),
+            Message(role="assistant", content=text),
+            Message(role="tool", content=text, name="bash", tool_call_id="c1"),
+            Message(role="tool", content=text, name="bash", tool_call_id="c2"),
+            Message(role="tool", content=text, tool_call_id="c1"),
+            Message(role="user", content=text, name="ann"),
+        ]
+
+    def test_an_equal_message_rebuilt_as_a_new_object_takes_its_count(self) -> None:
+        """A plain-text message equal to one counted before (role, name, tool-call id
+        and text) takes that count, not counted again; one differing in any of them is
+        counted as itself (an estimator whose count depends on the role included)."""
+
+        class ByRole(CountingEstimator):
+            def measure(self, message: Message) -> int:
+                return super().measure(message) + 10 * len(message.role)
+
+        est = ByRole()
+        first = [est.count_message(m) for m in self._rebuilt()]
+        assert first == [ByRole().measure(m) for m in self._rebuilt()]
+        n = est.texts
+        assert [est.count_message(m) for m in self._rebuilt()] == first and est.texts == n
+
+    def test_counts_kept_by_content_are_bounded(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The counts kept by content are forgotten together when they reach their
+        bound: the next equal message is counted again, the same."""
+        from ars_core import estimate
+
+        monkeypatch.setattr(estimate, "CONTENT_CACHE_SIZE", 4)
+        est = CountingEstimator()
+        first = [est.count_message(m) for m in self._rebuilt()[:4]]
+        n = est.texts
+        assert [est.count_message(m) for m in self._rebuilt()[:4]] == first and est.texts == n
+        fifth = est.count_message(self._rebuilt()[4])  # the bound reached: all forgotten
+        n = est.texts
+        again = [est.count_message(m) for m in self._rebuilt()[:5]]
+        assert again == [*first, fifth] and est.texts > n
+        n = est.texts
+        assert est.count_message(self._rebuilt()[4]) == fifth and est.texts == n
+
     def test_count_history_only_counts_appended_messages(self) -> None:
         """Per-call work tracks the new messages, not the history length."""
         est = CountingEstimator()
