@@ -286,6 +286,18 @@ class L1View:
     #: the plan whose offloads are still being written (the view takes them as
     #: written until the flow settles them, before anything naming them is sent)
     unsettled: Any = None
+    _parts: dict[tuple[int, int], Sequence[Message]] = attrs.field(
+        factory=dict, init=False, eq=False, repr=False
+    )
+
+    def part(self, start: int, end: int) -> Sequence[Message]:
+        """``view[start:end]``, the same object each time (the round's readers of its
+        summarized part share what they work out about it, see
+        :func:`~ars_core.memo.per_call`)."""
+        found = self._parts.get((start, end))
+        if found is None:
+            found = self._parts[start, end] = self.view[start:end]
+        return found
 
     @property
     def tokens(self) -> int:

@@ -23,6 +23,7 @@ from .layout import HISTORY_DIR
 from .memo import TOKENS
 from .messages import Message
 from .pending_form import is_pending
+from .per_call import head, once_per_call
 from .retention import is_user_request, task_statement
 from .summarize import MessageSizes, history_exceeds, turn_messages
 from .task_text import task_requests, whole_task_tokens
@@ -69,7 +70,7 @@ def _cut_at(r: CallState, local: int, start: int, limit: int, task_room: int | N
     """The cut at ``local`` (in the effective messages), carrying every request before it."""
     global_ = to_global_cutoff(local, r.event)
     previous = r.event.cutoff if r.event is not None else 0
-    task = task_statement(r.state[:global_])
+    task = task_statement(head(r.state, 0, global_))
     return Cut(local, start, previous, global_, task, limit, task_room)
 
 
@@ -91,7 +92,7 @@ def _lean_cut(
     )  # fmt: skip
     if local is None:
         return None
-    summarized = r.state[: to_global_cutoff(local, r.event)]
+    summarized = head(r.state, 0, to_global_cutoff(local, r.event))
     requests = task_requests(summarized, task_statement(summarized))
     task_tokens = whole_task_tokens(requests, s.estimator)
     tail = sum(sizes[local - start :])
@@ -102,7 +103,7 @@ def _lean_cut(
         tail=tail,
         task_tokens=task_tokens,
         fixed_tokens=None if r.forced else fixed,
-        turns=conversation_tokens(l1.view[start:local], s.estimator),
+        turns=conversation_tokens(l1.part(start, local), s.estimator),
     )
     left = r.threshold - r.threshold // 8 - fixed - limit  # what a grown summary leaves
     if tail > left > room - limit:  # a task too large for the room: the tail takes what is left
@@ -163,6 +164,7 @@ def _newest_request(messages: Sequence[Message], low: int, cut: int) -> int | No
     return None
 
 
+@once_per_call
 def conversation_tokens(history: Sequence[Message], estimator: Estimator) -> int:
     """The tokens of what the people said in ``history`` (see
     :func:`~ars_core.summarize.turn_tokens`) when that is most of it (a chat:
@@ -175,7 +177,8 @@ def conversation_tokens(history: Sequence[Message], estimator: Estimator) -> int
     agent run, nothing counted (the offloads whose form is not made yet left out);
     below that, the counts decide. When the engine holds every turn's count (a warm
     round), the counts decide: their sum costs less than the bytes. The answer sizes
-    the summary and what the summary model reads, never what is sent under T."""
+    the summary and what the summary model reads, never what is sent under T. The
+    same messages read again in the call (the very sequence) take the first answer."""
     turns = turn_messages(history)
     if (
         has(estimator, Utf8BoundedEstimator)

@@ -85,6 +85,7 @@ from .l2 import (
     trim_tail,
 )
 from .messages import Message
+from .per_call import head
 from .provider_size import provider_ratio
 from .retention import Retention, audit_retention, view_text
 from .retention_log import log_retention
@@ -384,7 +385,9 @@ def _compose(
     new_event = _new_event(r, cut, summarized)
     sent = yield from _trim_tail(r, l1, cut, new_event.summary_message)
     text = view_text(sent.view)
-    retention = audit_retention(r.raw[cut.start : cut.local], sent.view, task=cut.task, text=text)
+    retention = audit_retention(
+        head(r.raw, cut.start, cut.local), sent.view, task=cut.task, text=text
+    )
     new_event = attrs.evolve(new_event, retention=retention)
     return new_event, sent, retention, text
 
@@ -405,9 +408,10 @@ def _summarize(r: CallState, l1: L1View, cut: Cut) -> Generator[Effect, Any, _Su
     """Archive the summarized history and summarize it; the L1 view made again when
     an offload written beside the round failed (before the summary is asked for)."""
     s = r.settings
-    archive = HistoryArchive.of(r.raw[cut.start : cut.local], start=cut.previous, thread=r.thread)
+    part = head(r.raw, cut.start, cut.local)
+    archive = HistoryArchive.of(part, start=cut.previous, thread=r.thread)
     yield BeginArchive(archive)  # written beside the input's build; whole before the summary
-    history = l1.view[: cut.local]
+    history = l1.part(0, cut.local)  # the part choose_cut read
     budget, task_room = s.summary_input_tokens or default_input_budget(r.threshold), None
     if s.lean_rounds and not s.summary_input_tokens:
         task_room = cut.task_limit  # a task too large for its share is read whole
@@ -448,7 +452,7 @@ def _task_section(r: CallState, cut: Cut) -> TaskSection:
     within the task's room in the summary, their headers included (its own room
     when it is too large for its share, else that share)."""
     room = cut.task_limit or task_share(cut.summary_limit)
-    return summary_task(r.state[: cut.global_], cut.task, room, r.settings.estimator)
+    return summary_task(head(r.state, 0, cut.global_), cut.task, room, r.settings.estimator)
 
 
 def _checked(

@@ -191,6 +191,21 @@ class Tracked(Generic[S]):
         self.generation = 0
 
 
+def _found(
+    candidates: list[Tracked[S]],
+    i: int,
+    via: tuple[Tracked[Any], int] | None,
+    messages: Sequence[Any],
+) -> tuple[Tracked[S], int]:
+    """The ``i``-th of ``candidates``, found to hold ``messages``' first messages (or
+    ``messages`` its first ones): moved to the front, linked to ``via``."""
+    seen = candidates[i]
+    if i:
+        candidates.insert(0, candidates.pop(i))
+    seen.link = via
+    return seen, min(len(seen.messages), len(messages))
+
+
 class PrefixMemo(Generic[S]):
     """The last histories seen (by first message; ``per_first`` of them each, for a
     history and its views) and their state, kept under :func:`unchanged_prefix`.
@@ -214,14 +229,13 @@ class PrefixMemo(Generic[S]):
             candidates = self._seen[key] = []
         self._seen.move_to_end(key)
         via = _checked_this_call(messages)
+        if via is not None:  # consistent with the history this call checked, which only
+            for i, seen in enumerate(candidates):  # grew since: no comparison (looked for first)
+                if seen.link == via:
+                    return _found(candidates, i, via, messages)
         for i, seen in enumerate(candidates):
-            # consistent with the history this call checked, which only grew since it
-            # was last found consistent with it: no second comparison
-            if (via is not None and seen.link == via) or unchanged_prefix(seen.messages, messages):
-                if i:
-                    candidates.insert(0, candidates.pop(i))
-                seen.link = via
-                return seen, min(len(seen.messages), len(messages))
+            if unchanged_prefix(seen.messages, messages):
+                return _found(candidates, i, via, messages)
         seen = Tracked(self._new_state())
         seen.link = via
         candidates.insert(0, seen)
@@ -316,6 +330,10 @@ class CheckedHistories:
         records, else read with :func:`~ars_core.messages.as_messages`."""
         if not messages:
             return as_messages(messages)
+        scope = _CURRENT.get()
+        checked = scope.history if scope is not None and scope.memo.checked is self else None
+        if checked is not None and checked[0] is messages and checked[1] == len(messages):
+            return messages  # the very history this call checked
         memo = self._memo
         with memo.lock:
             seen, known = memo.track(messages)
@@ -332,7 +350,6 @@ class CheckedHistories:
                         seen.state.clear()
                         return as_messages(messages)
                 seen.messages.extend(messages[start:])
-        scope = _CURRENT.get()
         if scope is not None:  # the counts of this call's history start from this record
             scope.history = (messages, len(messages), seen)
         return messages
@@ -495,25 +512,34 @@ class Memo:
 
 def _checked_this_call(messages: Sequence[Any]) -> tuple[Tracked[Any], int] | None:
     """``(record, generation)`` when ``messages`` is the history the running engine
-    call checked (the very list, at the same length), else ``None``."""
+    call checked (the very list, at the same length) or a head of it taken in this
+    call (:func:`ars_core.per_call.head`), else ``None``."""
     scope = _CURRENT.get()
-    checked = scope.history if scope is not None else None
-    if checked is None or checked[0] is not messages or checked[1] != len(messages):
+    if scope is None:
         return None
-    record = checked[2]
-    return record, record.generation
+    checked = scope.history
+    if checked is not None and checked[0] is messages and checked[1] == len(messages):
+        record = checked[2]
+        return record, record.generation
+    part = scope.heads.get(id(messages)) if scope.heads else None
+    if part is None or part[0] is not messages or part[1] != len(messages):
+        return None
+    return part[2]
 
 
 class _Scope:
     """One engine call: its memo, the history it checked (``(messages, length, record)``:
-    counted with no second comparison) and what it keeps while it runs (``scratch``)."""
+    counted with no second comparison), the parts of it taken as its first messages
+    (``heads``) and what it keeps while it runs (``scratch``)."""
 
-    __slots__ = ("history", "memo", "scratch")
+    __slots__ = ("heads", "history", "memo", "scratch")
 
     def __init__(self, memo: Memo) -> None:
         self.memo = memo
         self.history: tuple[Sequence[Any], int, Tracked[_History]] | None = None
         self.scratch: dict[Any, Any] = {}
+        #: the heads of that history taken in the call (:func:`~ars_core.per_call.head`)
+        self.heads: dict[int, tuple[Sequence[Any], int, tuple[Tracked[Any], int]]] = {}
 
 
 def call_scratch() -> dict[Any, Any] | None:

@@ -50,6 +50,7 @@ from .extractive import ExtractiveSummarizer
 from .floors import floors_reach_of
 from .memo import KEPT_KIND, SHORTENED, TOKENS
 from .messages import ContentPart, Message
+from .per_call import once_per_call
 from .prompt import media_reference, render_history, render_prompt
 from .retention import (
     MARK_NOTE,
@@ -243,13 +244,13 @@ def _fill_newest_first(
     return room
 
 
+@once_per_call
 def _kept_whole(messages: Sequence[Message]) -> tuple[set[int], list[int]]:
-    """Positions :func:`condense_history` keeps whole — the previous summary,
-    system messages, the task's requests (those that set the work when no
-    previous summary carries them, and the newest; first of each text) and the
-    newest message — and, of those, the requests. What each message is, is
-    kept on it (messages are immutable), so a round over a history the last
-    round saw is a lookup per message."""
+    """Positions :func:`condense_history` keeps whole — the previous summary, system
+    messages, the task's requests (those that set the work when no previous summary
+    carries them, and the newest; first of each text) and the newest message — and,
+    of those, the requests. What each message is, is kept on it (messages are
+    immutable): a round over a history the last round saw is a lookup per message."""
     fixed: set[int] = set()
     every: list[int] = []
     # only the messages that are not "other" (kept by the engine as the history grows)
