@@ -546,8 +546,13 @@ def _offload_user_message(
     return new, files
 
 
-def _is_user(m: Message) -> bool:
-    return m.role == "user"
+class _Oversized:
+    """Where a view's user messages L1 makes smaller (per ``key``) are; how far it was read."""
+
+    __slots__ = ("at", "key", "read")
+
+    def __init__(self, key: object = None) -> None:
+        self.key, self.at, self.read = key, list[int](), 0
 
 
 def offload_oversized_user_messages(
@@ -564,21 +569,33 @@ def offload_oversized_user_messages(
     :func:`ars_core.l1_media.offload_media`), answered or not; then, when it is
     still above ``threshold``, its text offloaded like a large tool result: to
     ``outputs/large_user_messages/user-<sha256>.txt``, a head-and-tail preview
-    within ``preview_tokens`` in the view. The state keeps the original; the
-    same text always maps to the same file."""
-    key = L1_USER.key(threshold, preview_tokens, estimator_key(estimator), media)
-    found: list[tuple[int, Message, tuple[FileWrite, ...]]] = []
-    # only the user messages (where they are is kept as the history grows)
-    for i in memo.current().index("l1-user:users", _is_user)(plan.view)[0]:
-        m = plan.view[i]
-        if i in plan.replaced:
-            continue
+    within ``preview_tokens`` in the view. The state keeps the original; the same
+    text always maps to the same file. Where such messages are is kept as the
+    history grows (a longer view has only its appended messages looked at)."""
+    if not plan.view:
+        return plan
+    key, view = L1_USER.key(threshold, preview_tokens, estimator_key(estimator), media), plan.view
+
+    def offloaded(m: Message) -> tuple[Message, tuple[FileWrite, ...]]:
         cached = L1_USER.get(m, key)
         if cached is None:
             cached = (m, ())
             if not m.metadata.get(MARK_SUMMARY) and _above(estimator, m, threshold):
                 cached = _offload_user_message(m, estimator, threshold, preview_tokens, media)
             L1_USER.put(m, cached, key)
-        if cached[1]:
-            found.append((i, *cached))
-    return plan.replacing(found)
+        return cached
+
+    remembered = memo.current().prefix("l1-user:offloaded", _Oversized)
+    with remembered.lock:
+        seen, known = remembered.track(view)
+        if not known or len(view) < len(seen.messages) or seen.state.key != key:
+            seen.messages.clear()
+            seen.state = _Oversized(key)
+        found = seen.state
+        users = (i for i in range(found.read, len(view)) if view[i].role == "user")
+        found.at += [i for i in users if offloaded(view[i])[1]]
+        found.read = len(view)
+        remembered.extend(seen, view, known)
+        at = list(found.at)
+    # this view's own messages (a remembered one may hold equal, other objects)
+    return plan.replacing([(i, *offloaded(view[i])) for i in at if i not in plan.replaced])

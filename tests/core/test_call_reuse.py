@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
-from ars_core import ApproxEstimator, Compressor, Message, cutoff, flow, memo, per_call
+from ars_core import ApproxEstimator, Compressor, Message, cutoff, flow, l1, memo, per_call
+from ars_core.l1 import L1Plan, offload_oversized_user_messages, plan_l1
 from ars_core.l2 import select_cutoff
-from ars_core.memo import Memo, active
+from ars_core.memo import L1_USER, Memo, active
 from ars_core.testing import FakeSummarizer
 
 from .helpers import memory_backend, small_config
-from .test_round_memo import agent_run
+from .test_round_memo import EST, agent_run, fresh
 
 pytestmark = pytest.mark.spec("R51", "R21", "R23")
 
@@ -136,3 +137,38 @@ def test_once_per_call_answers_the_very_same_objects_once() -> None:
         assert answer(items, est) == 4
     assert answer(items, est) == 5 and answer(items, est) == 6
     assert seen == [(3, est), (3, est), (3, other), (4, est), (4, est), (4, est)]
+
+
+def test_a_longer_view_has_only_its_new_user_messages_looked_at(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The user messages L1 makes smaller are found as the view grows: a view one
+    message longer looks up the offload of its new message (when a user's) and of
+    those already found, not of every user message; its plan equals a fresh memo's."""
+    looked: list[Message] = []
+
+    class Counting:  # L1's family of user offloads, its reads counted
+        def __getattr__(self, name: str) -> Any:
+            return getattr(L1_USER, name)
+
+        def get(self, m: Message, key: Any = None) -> Any:
+            looked.append(m)
+            return L1_USER.get(m, key)
+
+    monkeypatch.setattr(l1, "L1_USER", Counting())
+
+    def offload(history: Sequence[Message]) -> L1Plan:
+        plan = plan_l1(history, estimator=EST, tool_token_limit=40, arg_char_limit=6)
+        return offload_oversized_user_messages(plan, estimator=EST, threshold=12, preview_tokens=8)
+
+    history, engine = agent_run(80), Memo()
+    for n in range(40, 81):
+        looked.clear()
+        with active(engine):
+            planned = offload(history[:n])
+        read = len(looked)
+        assert planned == fresh(offload, history[:n])
+        found = sum(m.role == "user" for m in planned.replaced.values())
+        if n > 40:  # the new message, and each user message found above the threshold
+            assert read <= found + 1
+    assert found + 1 < sum(m.role == "user" for m in history)  # not every user message
