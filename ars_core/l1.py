@@ -469,10 +469,7 @@ def plan_l1(
         return L1Plan(view=(), writes=(), replaced={}, pending={}, truncated_args=0)
     remembered = memo.current().prefix("l1:plan", _PlanSoFar)
     with remembered.lock:
-        seen, known = remembered.track(messages)
-        if not known or len(messages) < len(seen.messages) or seen.state.key != key:
-            seen.messages.clear()
-            seen.state = _PlanSoFar(key)
+        seen, known = remembered.grown(messages, key, _PlanSoFar)
         plan = seen.state
         for i in range(plan.read, len(messages)):
             m = messages[i]
@@ -587,10 +584,7 @@ def offload_oversized_user_messages(
 
     remembered = memo.current().prefix("l1-user:offloaded", _Oversized)
     with remembered.lock:
-        seen, known = remembered.track(view)
-        if not known or len(view) < len(seen.messages) or seen.state.key != key:
-            seen.messages.clear()
-            seen.state = _Oversized(key)
+        seen, known = remembered.grown(view, key, _Oversized)
         found = seen.state
         users = (i for i in range(found.read, len(view)) if view[i].role == "user")
         found.at += [i for i in users if offloaded(view[i])[1]]

@@ -244,6 +244,17 @@ class PrefixMemo(Generic[S]):
             self._seen.popitem(last=False)
         return seen, 0
 
+    def grown(
+        self, messages: Sequence[Any], key: object, new: Callable[[Any], S]
+    ) -> tuple[Tracked[S], int]:
+        """:meth:`track` for a state made for ``key`` (its ``key``) that is only extended:
+        ``new(key)`` for a new history, a shorter one or another key. Call under :attr:`lock`."""
+        seen, known = self.track(messages)
+        if not known or len(messages) < len(seen.messages) or cast(Any, seen.state).key != key:
+            seen.messages.clear()
+            seen.state = new(key)
+        return seen, known
+
     def follow(self, messages: Sequence[Any], reset: Callable[[S], object]) -> S:
         """The state of the remembered history ``messages`` extends or is a prefix of
         (a new one ``reset`` first), recorded as extended to ``messages``: the caller
