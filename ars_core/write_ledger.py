@@ -10,6 +10,7 @@ one barrier; :func:`finish_writes` records a batch whose last step ran elsewhere
 from __future__ import annotations
 
 import logging
+import operator
 import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -47,6 +48,9 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+_path = operator.attrgetter("path")
+
+
 class Ledger:
     """One batch of writes: what is still to write, and which writes failed.
     Each path is written once per backend and process (L1 offloads the same
@@ -60,7 +64,11 @@ class Ledger:
             self.done = written.setdefault(backend, set()) if cached else set()
         except TypeError:  # not weak-referenceable: no cache
             self.done = set()
-        self.todo = [w for w in writes if w.path not in self.done]
+        # every path already written (a warm round's offloads): found at C speed
+        done = self.done
+        self.todo = (
+            [] if done.issuperset(map(_path, writes)) else [w for w in writes if w.path not in done]
+        )
         self.failed: set[str] = set()
 
     def record(self, write: FileWrite, error: BaseException | None) -> None:
