@@ -306,22 +306,35 @@ def _per_call(
     return results
 
 
+def balanced_orders(n: int) -> list[list[int]]:
+    """Orders of ``n`` policies (a Williams design) in which each policy takes each place
+    as often, and follows each other policy as often: ``n`` orders for an even ``n``,
+    ``2n`` (each with its mirror) for an odd one."""
+    first = [0]
+    for k in range(1, n):
+        first.append((k + 1) // 2 if k % 2 else n - k // 2)
+    orders = [[(i + shift) % n for i in first] for shift in range(n)]
+    return orders if n % 2 == 0 else orders + [order[::-1] for order in orders]
+
+
 def _l2_round(policies: Sequence[Policy], ctx: Context) -> dict[str, dict[str, Timing]]:
     """L2 rounds at ``--l2-size`` messages and on, instant summarizer, files on the local
     disk: at each length every policy's round, one after the other, before the next
-    length (a machine's load, and its disk's, drifts alike over every policy), the
-    policy that goes first after the collection turning with the length (the first
-    round after it finds the CPU's caches cold, and a later one finds the texts the
-    policies share warm: every policy takes each place as often); per policy the
-    rounds' times, their wait on the disk barrier and the rest."""
+    length (a machine's load, and its disk's, drifts alike over every policy), in an
+    order that turns with the length (:func:`balanced_orders`: the first round after
+    the collection finds the CPU's caches cold, and a round finds warm what the round
+    before it touched, the texts the policies share: every policy takes each place,
+    and follows each other policy, as often); per policy the rounds' times, their wait
+    on the disk barrier and the rest."""
     args = ctx.args
     lengths = [args.l2_size + j for j in range(args.warmup + args.l2_repeat)]
     rounds = {p.name: Timing() for p in policies}
     waits = {p.name: Timing() for p in policies}
+    orders = balanced_orders(len(policies))
     with DiskWait().installed() as disk:
         for j, n in enumerate(lengths):
-            turn = j % len(policies)
-            calls = [(p, p.setup(n)) for p in [*policies[turn:], *policies[:turn]]]
+            order = orders[j % len(orders)]
+            calls = [(policies[i], policies[i].setup(n)) for i in order]
             gc.collect()
             for p, call in calls:
                 disk.seconds = 0.0
@@ -472,9 +485,11 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
         f"{ctx.args.l2_repeat} rounds per policy, each on a history one message longer, "
         "after the warm-up rounds; at each length every policy's round runs in turn "
         "before the next length, so a drift of the machine's load (or its disk's) falls "
-        "on every policy alike; the one that goes first after each length's garbage "
-        "collection (its round finds the CPU's caches cold) turns with the length, so "
-        "every policy takes each place as often. State without a previous summary: what "
+        "on every policy alike; the order turns with the length (a balanced Latin "
+        "square): the first round after each length's garbage collection finds the "
+        "CPU's caches cold, and a round finds warm what the round before it touched "
+        "(the texts the policies share), so every policy takes each place, and follows "
+        "each other policy, as often. State without a previous summary: what "
         "ARS keeps per message (token counts, L1 offloads, archive lines, audit parses) "
         "is warm there, as across a live agent's rounds. With no summary kept, each "
         "round archives the same first messages again: ARS writes only those new since "

@@ -7,10 +7,12 @@ and the "no compression" token totals recomputed here with tiktoken o200k.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -683,3 +685,18 @@ def test_soak_section(smoke: tuple[str, dict[str, object], str]) -> None:
     assert (
         sum(t.startswith("Target, ARS middleware (`wrap_model_call`): RSS") for t in targets) == 1
     )
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6])
+def test_the_l2_rounds_orders_balance_places_and_predecessors(n: int) -> None:
+    """Section A's L2 rounds turn through orders of the policies in which each policy
+    takes each place as often and follows each other policy as often (a round finds
+    warm what the round before it touched)."""
+    from benchmarks.overhead import balanced_orders
+
+    orders = balanced_orders(n)
+    assert all(sorted(order) == list(range(n)) for order in orders)
+    places = Counter((p, i) for order in orders for i, p in enumerate(order))
+    follows = Counter((a, b) for order in orders for a, b in itertools.pairwise(order))
+    assert len(places) == n * n and len(set(places.values())) == 1
+    assert len(follows) == n * (n - 1) and len(set(follows.values())) == 1
