@@ -202,7 +202,9 @@ def _found(
     seen = candidates[i]
     if i:
         candidates.insert(0, candidates.pop(i))
-    seen.link = via
+    # linked only when it is a prefix of the checked history: one longer (``messages``
+    # a prefix of it) may part from that history as it grows
+    seen.link = via if len(seen.messages) <= len(messages) else None
     return seen, min(len(seen.messages), len(messages))
 
 
