@@ -43,7 +43,7 @@ from .test_memo import persist, run
 
 pytestmark = pytest.mark.spec("R51", "R58", "R62", "R3")
 
-EXAMPLES = int(os.environ.get("ARS_WARM_EXAMPLES", "10"))
+EXAMPLES = int(os.environ.get("ARS_WARM_EXAMPLES", "30"))
 
 #: (tool, argument, values) of the calls an agent makes
 CALLS = (
