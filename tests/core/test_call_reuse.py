@@ -64,15 +64,18 @@ def test_heads_of_the_checked_history_are_not_compared_again(
 ) -> None:
     """Every round takes the summarized part (to cut, archive, audit it, write its task)
     as heads of the history it checked: once the memos met the history (its first two
-    rounds, which may find a remembered part by comparing it), no memo compares one
-    of them, message by message, with what it remembers. A plain slice of the same
-    messages is compared in every round (the counting sees it)."""
-    rounds = _rounds(monkeypatch, per_call.head)
+    rounds), a memo compares a head with what it remembers only when it remembers more
+    than the head holds (what lies past the head may have parted from the history: it
+    is not taken on trust): some rounds compare none, and heads are compared less than
+    half as often as a plain slice of the same messages, which is compared in every
+    round (the counting sees it)."""
+    rounds = _rounds(monkeypatch, per_call.head)[2:]
     assert len(rounds) > 10 and all(taken >= 3 for taken, _ in rounds)
-    assert [compared for _, compared in rounds[2:]] == [0] * (len(rounds) - 2)
+    assert any(compared == 0 for _, compared in rounds)
     monkeypatch.undo()
-    sliced = _rounds(monkeypatch, lambda messages, start, end: messages[start:end])
-    assert all(compared >= 3 for _, compared in sliced[2:])
+    sliced = _rounds(monkeypatch, lambda messages, start, end: messages[start:end])[2:]
+    assert all(compared >= 3 for _, compared in sliced)
+    assert sum(c for _, c in rounds) * 2 <= sum(c for _, c in sliced)
 
 
 def test_a_head_is_known_only_for_the_history_the_call_checked() -> None:
