@@ -293,7 +293,7 @@ class L1View:
     def part(self, start: int, end: int) -> Sequence[Message]:
         """``view[start:end]``, the same object each time (the round's readers of its
         summarized part share what they work out about it, see
-        :func:`~ars_core.memo.per_call`)."""
+        :func:`~ars_core.per_call.once_per_call`)."""
         found = self._parts.get((start, end))
         if found is None:
             found = self._parts[start, end] = self.view[start:end]

@@ -173,7 +173,7 @@ def pair_tool_calls(view: Sequence[Message], *, named: Pairing | None = None) ->
         remembered.extend(seen, history, known)
         drop, add = list(scan.drop), list(scan.add)
         orphans, unanswered = tuple(scan.orphans), tuple(scan.unanswered)
-        told = scan.warned | _told(named) if named is not None else scan.warned
+        told = _told(scan.warned, named)
         new_orphans = [i for i in orphans if ("orphan", i) not in told]
         new_unanswered = [i for i in unanswered if ("call", i) not in told]
         scan.warned.update([("orphan", i) for i in new_orphans])
@@ -186,11 +186,12 @@ def pair_tool_calls(view: Sequence[Message], *, named: Pairing | None = None) ->
     return Pairing(_rebuilt(messages, skip, drop, add), orphans, unanswered, added)
 
 
-def _told(named: Pairing) -> set[tuple[str, str]]:
-    """What the warning of the pairing ``named`` named (see :func:`pair_tool_calls`)."""
-    if not named.changed:
-        return set()
-    return {("orphan", i) for i in named.orphans} | {("call", i) for i in named.unanswered}
+def _told(warned: set[tuple[str, str]], named: Pairing | None) -> set[tuple[str, str]]:
+    """``warned`` and what the warning of the pairing ``named`` named (see
+    :func:`pair_tool_calls`); ``warned`` itself when that named nothing."""
+    if named is None or not named.changed:
+        return warned
+    return warned | {("orphan", i) for i in named.orphans} | {("call", i) for i in named.unanswered}
 
 
 def warn_unpaired(orphans: Sequence[str], unanswered: Sequence[str]) -> None:
