@@ -50,6 +50,7 @@ from .extractive import ExtractiveSummarizer
 from .floors import floors_reach_of
 from .memo import KEPT_KIND, SHORTENED, TOKENS
 from .messages import ContentPart, Message
+from .pending_form import is_pending
 from .per_call import once_per_call
 from .prompt import media_reference, render_history, render_prompt
 from .retention import (
@@ -427,14 +428,13 @@ def history_total(history: Sequence[Message], estimator: Estimator) -> int:
 
 def history_exceeds(history: Sequence[Message], estimator: Estimator, limit: int) -> bool:
     """Whether :func:`history_total` of ``history`` is above ``limit``, counting no more
-    than that takes: the engine's running total when it has it (a history that grew);
-    for a history nothing has counted and a :class:`~ars_core.capabilities.BoundedEstimator`,
-    the counts its messages hold, newest first, then the others' counts (newest first)
-    until they pass ``limit``; all of them when they do not (the total, then kept)."""
+    than that takes: the engine's running total when it has it (a history that grew); else
+    the counts its messages hold, newest first, then the others' (newest first; an offload
+    whose form is not made yet last: making it fits its preview) until they pass ``limit``;
+    all of them when they do not (the total, then kept)."""
     if not is_incremental(estimator):
         return sum(message_sizes(estimator, history)) > limit
-    # a bounded estimator spares a count of all of it: so do the counts a decision needs
-    bound = no_bound if is_bounded(estimator) else None
+    bound = no_bound if is_bounded(estimator) else None  # spares counting all of it
     count, key = estimator.count_message, estimator.cache_key
     size = memo.current().history_size(history, key, count, bound)
     if size.exact:
@@ -452,7 +452,7 @@ def history_exceeds(history: Sequence[Message], estimator: Estimator, limit: int
     reach = floors_reach_of(estimator)
     if reach is not None and reach(uncounted, limit - running + 1):
         return True  # their floors tell, counting none of them
-    for m in uncounted:
+    for m in sorted(uncounted, key=is_pending):
         running += count(m)
         if running > limit:
             return True

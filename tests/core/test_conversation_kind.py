@@ -127,6 +127,28 @@ def test_offloads_not_yet_made_are_left_unmade() -> None:
     assert conversation_tokens(counted, RecordingTiktoken()) == exact(counted, TiktokenEstimator())
 
 
+def test_offloads_not_yet_made_are_counted_last() -> None:
+    """Between the bands the counts decide, newest first, but an offload whose form is
+    not made yet is counted after every other message: here the others settle it (an
+    agent run), so the newest result's form is not made to be counted; the answer is
+    the counts' with that form made."""
+    made: list[str] = []
+
+    def fill(form: Message) -> str:
+        made.append(form.tool_call_id or "")
+        return "offloaded: " + words(50, "preview")
+
+    history = run(result_words=200)
+    assert byte_ratio(history) <= AGENT_RUN_BYTES
+    c = call("bash", command="cat build.log")
+    form = pending_form(tool(c, ""), fill)
+    history += [assistant("", c), form]  # the newest message: read first
+    assert conversation_tokens(history, RecordingTiktoken()) == 0
+    assert made == [] and is_pending(form)
+    assert exact(history, TiktokenEstimator()) == 0
+    assert made == [c.id]
+
+
 def test_the_same_messages_read_again_are_not_measured_again() -> None:
     """A round reads its summarized part twice (to cut, to summarize): the second read
     of the very same messages takes the engine's answer; equal but other objects, or
