@@ -13,7 +13,10 @@ the median of :data:`REPEATS` runs' ratios (fresh processes, the contenders in t
 each divided by the same ratio of a fixed reference workload timed before each call
 (the machine's drift taken out; the ratios as timed are reported too); the
 middleware's RSS is judged as written and, on a line of its own, on ARS's own growth
-beyond LangChain's messages.
+beyond LangChain's messages. The garbage collector's time inside the slowest round,
+one full collection after the first and after the last call, and one in a process
+that only imports LangChain's agent middleware are reported beside (a full collection
+falling in a round costs what the whole process holds, imports included).
 
 Run alone: ``python benchmarks/run.py --sections N [--soak-calls 2000]``, or one
 contender: ``python -m benchmarks.soak core 2000``.
@@ -51,6 +54,8 @@ SLOWEST_ROUND_MS = 50.0
 REPEATS = 5
 #: the suffix of a baseline run: the contender's history built with no call
 ALONE = "-alone"
+#: the run that only imports LangChain's agent middleware (a full collection's floor there)
+AGENT_IMPORTS = "langchain-agent-imports"
 
 _WORDS = (
     "build test module error value config path result index token cache thread agent "
@@ -229,9 +234,22 @@ class _HistoryAlone:
         return None
 
 
+def agent_imports() -> dict[str, Any]:
+    """What one full collection takes in a process that imports LangChain's agent
+    middleware types (what any v1 agent middleware imports) and nothing of ARS: its
+    objects and the median of three full collections (ms)."""
+    import langchain.agents.middleware.types  # noqa: F401
+
+    gc.collect()
+    times = sorted(_full_collect_ms() for _ in range(3))
+    return {"kind": AGENT_IMPORTS, "objects": len(gc.get_objects()), "full_collect_ms": times[1]}
+
+
 def soak(kind: str, calls: int) -> dict[str, Any]:
     """Run one contender's soak in this process (``core``, ``middleware``, or
     ``<kind>-alone``: that form's history built with no call); its measurements."""
+    if kind == AGENT_IMPORTS:
+        return agent_imports()
     rng = random.Random(22)
     with tempfile.TemporaryDirectory(prefix="ars-soak-") as tmp:
         runner: _Core | _Middleware | _HistoryAlone
@@ -246,23 +264,32 @@ def soak(kind: str, calls: int) -> dict[str, Any]:
         chars = _chars(first)
         gc.collect()
         rss0 = _rss_bytes()
+        start_ms = _full_collect_ms()  # the imports' objects, a 4-message history
         times: list[float] = []
         refs: list[float] = []  # the reference workload just before each call
         levels: list[str | None] = []
-        for i in range(1, calls):
-            turn = _turn(rng, i)
-            chars += _chars(turn)
-            runner.add(turn)
-            t0 = time.perf_counter()
-            _reference()
-            t1 = time.perf_counter()
-            levels.append(runner.call())
-            times.append(time.perf_counter() - t1)
-            refs.append(t1 - t0)
+        collecting: list[float] = []  # the garbage collections' time inside each call
+        with _Collections() as collections:
+            for i in range(1, calls):
+                turn = _turn(rng, i)
+                chars += _chars(turn)
+                runner.add(turn)
+                t0 = time.perf_counter()
+                _reference()
+                collections.call, collections.inside = i, 0.0
+                t1 = time.perf_counter()
+                levels.append(runner.call())
+                times.append(time.perf_counter() - t1)
+                collecting.append(collections.inside)
+                collections.call = None
+                refs.append(t1 - t0)
         gc.collect()
         rss1 = _rss_bytes()
+        end_ms = _full_collect_ms()  # and the whole history
     tenth = max(1, len(times) // 10)
-    last_rounds = [t for t, lv in zip(times[-tenth:], levels[-tenth:], strict=True) if lv == "L2"]
+    window = zip(times[-tenth:], collecting[-tenth:], levels[-tenth:], strict=True)
+    last = [(t, g) for t, g, lv in window if lv == "L2"]
+    slowest, slowest_gc = max(last) if last else (None, None)
     return {
         "kind": kind,
         "calls": calls,
@@ -275,9 +302,49 @@ def soak(kind: str, calls: int) -> dict[str, Any]:
         "first_ref_ms": statistics.median(refs[:tenth]) * 1e3,
         "last_ref_ms": statistics.median(refs[-tenth:]) * 1e3,
         "slowest_ms": max(times) * 1e3,
-        "slowest_last_round_ms": max(last_rounds) * 1e3 if last_rounds else None,
+        "slowest_last_round_ms": slowest * 1e3 if slowest is not None else None,
+        # the garbage collections inside that round, and every full collection of the run
+        "slowest_last_round_gc_ms": slowest_gc * 1e3 if slowest_gc is not None else None,
+        "full_collections": collections.full,
+        "full_collect_ms": [start_ms, end_ms],
         "rounds": sum(lv == "L2" for lv in levels),
     }
+
+
+def _full_collect_ms() -> float:
+    """The time of one full collection of everything the process holds (ms)."""
+    t0 = time.perf_counter()
+    gc.collect()
+    return (time.perf_counter() - t0) * 1e3
+
+
+class _Collections:
+    """The garbage collector's work during a soak: its time inside the current call
+    (``inside``, while ``call`` is set) and each full (generation 2) collection as
+    ``[call, ms]`` (``call`` 0: between calls)."""
+
+    def __init__(self) -> None:
+        self.call: int | None = None
+        self.inside = 0.0
+        self.full: list[list[float]] = []
+        self._start = 0.0
+
+    def __enter__(self) -> _Collections:
+        gc.callbacks.append(self._note)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._note)
+
+    def _note(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+            return
+        took = time.perf_counter() - self._start
+        if self.call is not None:
+            self.inside += took
+        if info["generation"] == 2:
+            self.full.append([self.call or 0, round(took * 1e3, 1)])
 
 
 def _in_process(kind: str, calls: int) -> dict[str, Any]:
@@ -296,6 +363,7 @@ def measure(ctx: Context) -> dict[str, Any]:
         pass
     found: dict[str, Any] = {}
     alone: dict[str, Any] = {}
+    imports = _in_process(AGENT_IMPORTS, calls) if "middleware" in kinds else None
     for kind in kinds:
         found[kind] = _in_process(kind, calls)
         alone[kind] = _in_process(kind + ALONE, calls)
@@ -321,7 +389,7 @@ def measure(ctx: Context) -> dict[str, Any]:
             + " ".join(f"{x:.2f}" for x in r["raw_flatness_runs"])
             + ")"
         )
-    return {"calls": calls, "results": found, "alone": alone}
+    return {"calls": calls, "results": found, "alone": alone, "agent_imports": imports}
 
 
 _REFERENCE_VALUES = [random.Random(i).random() for i in range(600)]
@@ -395,8 +463,22 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
         "ratios as timed are shown beside. "
         "The middleware's RSS target as written counts LangChain's own messages too (a new "
         "list each turn, as the agent's state holds them); the line after it judges ARS's "
-        "own growth beyond them against the same bound."
+        "own growth beyond them against the same bound. "
+        '"GC" is the time the garbage collector ran inside that slowest round; "a full '
+        'collection" is one full collection of everything the process holds, timed after '
+        "the first call (the imports' objects and a 4-message history) and after the last; "
+        "the full collections the collector ran itself during the run are listed by call."
     )
+    imports = data.get("agent_imports")
+    if imports:
+        lines += [
+            "",
+            "A process that imports only LangChain's agent middleware types (what any "
+            f"LangChain v1 agent middleware imports) holds {imports['objects']:,} objects; "
+            f"one full collection there takes {fmt_ms(imports['full_collect_ms'])} ms before "
+            "any message exists. A round the collector's full collection falls in takes at "
+            "least that long in such a process, whichever middleware runs it.",
+        ]
     lines.append("")
     names = {
         "core": "ARS core (`Compressor.call`)",
@@ -413,7 +495,8 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
         raw_flat, raw_runs = _judged_flatness(r, "raw_flatness_runs")
         spread = "; runs " + " / ".join(f"{x:.2f}" for x in runs) if len(runs) > 1 else ""
         spread += "; as timed " + " / ".join(f"{x:.2f}" for x in raw_runs)
-        slowest = r["slowest_last_round_ms"]
+        slowest, collecting = r["slowest_last_round_ms"], r.get("slowest_last_round_gc_ms")
+        start_full, end_full = r.get("full_collect_ms") or (None, None)
         rows.append(
             [
                 names[kind],
@@ -423,7 +506,9 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
                 "-" if history is None else f"{(growth - history) / r['chars']:.2f}x",
                 f"{fmt_ms(r['first_median_ms'])} -> {fmt_ms(r['last_median_ms'])} "
                 f"(judged {flat:.2f}x{spread})",
-                "-" if slowest is None else fmt_ms(slowest),
+                "-" if slowest is None else f"{fmt_ms(slowest)} (GC {fmt_ms(collecting or 0.0)})",
+                "-" if end_full is None else f"{fmt_ms(start_full)} -> {fmt_ms(end_full)}",
+                _full_collections(r.get("full_collections") or []),
                 str(r["rounds"]),
             ]
         )
@@ -458,12 +543,20 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
         "ARS's own / text",
         "median per call, first -> last tenth (ms)",
         "slowest L2 round, last tenth (ms)",
+        "a full collection, first -> last call (ms)",
+        "full collections in the run: call (ms)",
         "L2 rounds",
     ]
     lines += [*table(header, rows), ""]
     lines += verdicts
     lines.append("")
     return lines
+
+
+def _full_collections(found: list[list[float]]) -> str:
+    """The full collections of a run, each as ``call (ms)`` (``between calls`` when
+    none was running)."""
+    return ", ".join(f"{int(c) or 'between calls'} ({fmt_ms(ms)})" for c, ms in found) or "none"
 
 
 def raw(data: dict[str, Any]) -> dict[str, Any]:

@@ -676,6 +676,15 @@ def test_soak_section(smoke: tuple[str, dict[str, object], str]) -> None:
         assert alone["chars"] == soak["results"][kind]["chars"] and alone["rounds"] == 0
         assert alone["rss_end"] > 0
     assert all(row["the history alone"].endswith("x") for row in rows)
+    # the garbage collector's share: inside the slowest round, a full collection after the
+    # first call and after the last, and a process with LangChain's agent imports alone
+    for row, result in zip(rows, soak["results"].values(), strict=True):
+        start, end = result["full_collect_ms"]
+        assert 0 < start and 0 < end and "(GC " in row["slowest L2 round, last tenth (ms)"]
+        assert all(call >= 0 and ms > 0 for call, ms in result["full_collections"])
+    imports = soak["agent_imports"]
+    assert imports["objects"] > 10_000 and imports["full_collect_ms"] > 0
+    assert f"holds {imports['objects']:,} objects" in section_text(report, "## N. Soak")
     targets = target_lines(section_text(report, "## N. Soak"))
     # three per contender, and the middleware's RSS judged on ARS's own growth beside the
     # target as written (which counts LangChain's own messages too)
