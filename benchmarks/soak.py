@@ -56,6 +56,9 @@ REPEATS = 5
 ALONE = "-alone"
 #: the run that only imports LangChain's agent middleware (a full collection's floor there)
 AGENT_IMPORTS = "langchain-agent-imports"
+#: the suffix of a run whose process freezes what it holds after its first call
+#: (``gc.freeze()``, as a server does once started: the imports leave every collection)
+FROZEN = "-frozen"
 
 _WORDS = (
     "build test module error value config path result index token cache thread agent "
@@ -256,13 +259,16 @@ def soak(kind: str, calls: int) -> dict[str, Any]:
         if kind.endswith(ALONE):
             runner = _HistoryAlone(kind.removesuffix(ALONE))
         else:
-            runner = (_Core if kind == "core" else _Middleware)(Path(tmp))
+            contender = kind.removesuffix(FROZEN)
+            runner = (_Core if contender == "core" else _Middleware)(Path(tmp))
         # a first turn and call outside the measurement: imports, encodings loaded
         first = _turn(rng, 0)
         runner.add(first)
         runner.call()
         chars = _chars(first)
         gc.collect()
+        if kind.endswith(FROZEN):
+            gc.freeze()
         rss0 = _rss_bytes()
         start_ms = _full_collect_ms()  # the imports' objects, a 4-message history
         times: list[float] = []
@@ -364,6 +370,7 @@ def measure(ctx: Context) -> dict[str, Any]:
     found: dict[str, Any] = {}
     alone: dict[str, Any] = {}
     imports = _in_process(AGENT_IMPORTS, calls) if "middleware" in kinds else None
+    frozen = _in_process("middleware" + FROZEN, calls) if "middleware" in kinds else None
     for kind in kinds:
         found[kind] = _in_process(kind, calls)
         alone[kind] = _in_process(kind + ALONE, calls)
@@ -389,7 +396,13 @@ def measure(ctx: Context) -> dict[str, Any]:
             + " ".join(f"{x:.2f}" for x in r["raw_flatness_runs"])
             + ")"
         )
-    return {"calls": calls, "results": found, "alone": alone, "agent_imports": imports}
+    return {
+        "calls": calls,
+        "results": found,
+        "alone": alone,
+        "agent_imports": imports,
+        "frozen": frozen,
+    }
 
 
 _REFERENCE_VALUES = [random.Random(i).random() for i in range(600)]
@@ -478,6 +491,18 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
             f"one full collection there takes {fmt_ms(imports['full_collect_ms'])} ms before "
             "any message exists. A round the collector's full collection falls in takes at "
             "least that long in such a process, whichever middleware runs it.",
+        ]
+    frozen = data.get("frozen")
+    if frozen and frozen["slowest_last_round_ms"] is not None:
+        lines += [
+            "",
+            "The middleware's soak again in a process that freezes what it holds after its "
+            "first call (`gc.freeze()`, as a server can once started: the imports' objects "
+            "leave every later collection; see docs/deployment.md): slowest L2 round of the "
+            f"last tenth {fmt_ms(frozen['slowest_last_round_ms'])} ms (GC "
+            f"{fmt_ms(frozen['slowest_last_round_gc_ms'] or 0.0)}); a full collection after "
+            f"the last call {fmt_ms(frozen['full_collect_ms'][1])} ms; full collections in "
+            f"the run: {_full_collections(frozen['full_collections'])}.",
         ]
     lines.append("")
     names = {

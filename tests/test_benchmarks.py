@@ -685,6 +685,11 @@ def test_soak_section(smoke: tuple[str, dict[str, object], str]) -> None:
     imports = soak["agent_imports"]
     assert imports["objects"] > 10_000 and imports["full_collect_ms"] > 0
     assert f"holds {imports['objects']:,} objects" in section_text(report, "## N. Soak")
+    # the middleware's soak again in a process frozen after its first call
+    frozen = soak["frozen"]
+    assert frozen["kind"] == "middleware-frozen" and frozen["rounds"] > 0
+    assert frozen["chars"] == soak["results"]["middleware"]["chars"]
+    assert "freezes what it holds after its first call" in section_text(report, "## N. Soak")
     targets = target_lines(section_text(report, "## N. Soak"))
     # three per contender, and the middleware's RSS judged on ARS's own growth beside the
     # target as written (which counts LangChain's own messages too)
