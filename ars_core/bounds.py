@@ -45,14 +45,16 @@ class Utf8Bytes(CachingEstimator):
         scratch = call_scratch()
         if scratch is None:
             return self.measure(message)
-        kept = scratch.get(self)
+        kept: tuple[dict[int, int], list[Message]] | None = scratch.get(self)
         if kept is None:
-            kept = scratch[self] = {}
-        found = kept.get(id(message))  # the message is kept beside: its id is its own
-        if found is not None and found[0] is message:
-            return int(found[1])
+            kept = scratch[self] = ({}, [])
+        sizes, held = kept
+        found = sizes.get(id(message))  # every message measured is held: its id is its own
+        if found is not None:
+            return int(found)
         size = self.measure(message)
-        kept[id(message)] = (message, size)
+        sizes[id(message)] = size
+        held.append(message)  # (held in a list: no pair made for each message)
         return size
 
     def measure(self, message: Message) -> int:

@@ -75,8 +75,9 @@ from .estimate import (
 from .families import forget_covered
 from .floors import floors_reach_of
 from .known_size import history_size
-from .l1 import L1Plan, offload_oversized_user_messages, plan_l1
+from .l1 import L1Plan, plan_l1
 from .l1_media import media_offloader, offload_inline_media
+from .l1_user import offload_oversized_user_messages
 from .l2 import (
     CheckedSummary,
     build_summary_message,

@@ -11,8 +11,8 @@ touched. Two actions:
   tail — that fits the same token budget. A message already carrying the offload marker is left
   as it is, and the same content always maps to the same path.
 
-:func:`offload_oversized_user_messages` applies the same rule to a user
-message larger than the entry threshold ``T`` (it could never be sent):
+:mod:`ars_core.l1_user` applies the same rule to a user message larger than the
+entry threshold ``T`` (it could never be sent):
 ``outputs/large_user_messages/user-<sha256>.txt`` and a preview, in the view only.
 
 :mod:`ars_core.l1_media` moves inline base64 media (images, audio,
@@ -25,14 +25,14 @@ write failed, so a failed write never loses text from the view.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import cast
 
 import attrs
 
 from . import memo
 from ._tiktoken_offline import load_encoding
-from .bounds import digit_groups_are_tokens, head_tokens_below, utf8_length
+from .bounds import Utf8Bytes, digit_groups_are_tokens, head_tokens_below, utf8_length
 from .estimate import (
     MESSAGE_OVERHEAD,
     CachingEstimator,
@@ -43,7 +43,7 @@ from .estimate import (
 )
 from .floors import counts_by_pieces, head_floor
 from .layout import LARGE_TOOL_RESULTS_DIR, LARGE_USER_MESSAGES_DIR
-from .memo import L1_PLAN, L1_USER, TOKENS, estimator_key
+from .memo import L1_PLAN, TOKENS, estimator_key
 from .messages import (
     MARK_OFFLOADED,
     MARK_SUMMARY,
@@ -67,7 +67,6 @@ __all__ = [
     "fit_head_and_tail",
     "fit_preview",
     "offload_body",
-    "offload_oversized_user_messages",
     "plan_l1",
     "sha256_text",
     "truncation_marker",
@@ -337,23 +336,44 @@ def _pending_offload(
     if not digit_groups_are_tokens(encoding) or _shell_and_header_above(exact, m, header, limit):
         return None
 
-    def fill(form: Message) -> str:
-        body, shell, counted = _offload_text(m, estimator, limit, path, (), False)
+    maker = _PendingOffload(m, text, estimator, limit, path, header)
+    proto = m.with_content("", **{MARK_OFFLOADED: path})
+    return pending_form(proto, maker.fill, maker.may_hold), FileWrite(path, text)
+
+
+class _PendingOffload:
+    """What makes the form of a pending offload (:func:`_pending_offload`): one object
+    for each form, not a closure's cells and functions."""
+
+    __slots__ = ("estimator", "header", "limit", "m", "path", "text")
+
+    def __init__(
+        self, m: Message, text: str, estimator: Estimator, limit: int, path: str, header: str
+    ) -> None:
+        self.m, self.text, self.estimator, self.limit = m, text, estimator, limit
+        self.path, self.header = path, header
+
+    def fill(self, form: Message) -> str:
+        m, estimator = self.m, self.estimator
+        body, shell, counted = _offload_text(m, estimator, self.limit, self.path, (), False)
         _keep_count(estimator, form, shell, counted)
         return body
 
-    def may_hold(word: str) -> bool:  # a line of the form is one of the header, of the
-        # text (a piece of one of its lines) or of the preview's own wording
-        return word in text or word in header or word in _PREVIEW_WORDING
-
-    proto = m.with_content("", **{MARK_OFFLOADED: path})
-    return pending_form(proto, fill, may_hold), FileWrite(path, text)
+    def may_hold(self, word: str) -> bool:  # a line of the form is one of the header, of
+        # the text (a piece of one of its lines) or of the preview's own wording
+        return word in self.text or word in self.header or word in _PREVIEW_WORDING
 
 
 def _shell_and_header_above(exact: TiktokenEstimator, m: Message, header: str, limit: int) -> bool:
     """Whether the message ``m`` without its content, plus the text ``header``, counts
     above ``limit``: counted only when their bounds (UTF-8 bytes, never below the
-    count) do not already keep them within it."""
+    count) do not already keep them within it. A shell without tool calls is bounded
+    from its fields (what :meth:`~ars_core.bounds.Utf8Bytes.measure` counts of it, the
+    bound of a shell nothing has counted), without making it."""
+    if not m.tool_calls:
+        shell_bytes = Utf8Bytes.plain_fields("", m.name, m.tool_call_id)
+        if shell_bytes + utf8_length(header) <= limit:
+            return False
     shell = m.with_content("")
     if exact.token_bound(shell) + utf8_length(header) <= limit:
         return False
@@ -414,6 +434,8 @@ def _above(estimator: Estimator, m: Message, limit: int) -> bool:
 
 #: what L1 makes of one message: its view form, the file to write, arguments truncated
 _Planned = tuple[Message, "FileWrite | None", int]
+#: the plan kept on a message L1 leaves as it is (its form is the message itself)
+_KEPT: _Planned = cast(_Planned, (None, None, 0))
 
 
 def _plan_message(
@@ -475,11 +497,12 @@ def plan_l1(
             m = messages[i]
             planned = L1_PLAN.get(m, key)
             if planned is None:
-                planned = L1_PLAN.put(
-                    m,
-                    _plan_message(m, estimator, tool_token_limit, arg_char_limit, truncate_tools),
-                    key,
+                planned = _plan_message(
+                    m, estimator, tool_token_limit, arg_char_limit, truncate_tools
                 )
+                # a message L1 leaves as it is keeps the one shared mark, not a tuple
+                # holding itself (no cycle through its own cache for the collector)
+                planned = L1_PLAN.put(m, _KEPT if planned[0] is m else planned, key)
             plan.add(i, m, planned)
         plan.read = len(messages)
         remembered.extend(seen, messages, known)
@@ -512,84 +535,10 @@ class _PlanSoFar:
 
     def add(self, i: int, m: Message, planned: _Planned) -> None:
         new, write, n = planned
-        if new is m:
+        if new is m or planned is _KEPT:
             return
         self.forms[i] = new
         self.truncated += n
         if write is not None:
             self.writes[write.path] = write
             self.pending[write.path] = (*self.pending.get(write.path, ()), i)
-
-
-def _offload_user_message(
-    m: Message,
-    estimator: Estimator,
-    threshold: int,
-    preview_tokens: int,
-    media: Callable[[Message], tuple[Message, dict[str, str]]] | None,
-) -> tuple[Message, tuple[FileWrite, ...]]:
-    """One user message above ``threshold``: its inline media moved to files
-    first (``media``); its text offloaded only when the message is still above
-    ``threshold`` without them, with a preview of the text."""
-    size = message_tokens(estimator, m)
-    new, writes = media(m) if media is not None else (m, {})
-    files = tuple(FileWrite(p, t) for p, t in writes.items())
-    if m.text and message_tokens(estimator, new) > threshold:
-        offloaded, write = _offload(m, estimator, preview_tokens, user=True)
-        new, writes = media(offloaded) if media is not None else (offloaded, {})
-        files = (write, *(FileWrite(p, t) for p, t in writes.items()))
-    if new is m or message_tokens(estimator, new) >= size:
-        return m, ()
-    return new, files
-
-
-class _Oversized:
-    """Where a view's user messages L1 makes smaller (per ``key``) are; how far it was read."""
-
-    __slots__ = ("at", "key", "read")
-
-    def __init__(self, key: object = None) -> None:
-        self.key, self.at, self.read = key, list[int](), 0
-
-
-def offload_oversized_user_messages(
-    plan: L1Plan,
-    *,
-    estimator: Estimator,
-    threshold: int,
-    preview_tokens: int,
-    media: Callable[[Message], tuple[Message, dict[str, str]]] | None = None,
-) -> L1Plan:
-    """``plan`` with every user message above ``threshold`` tokens (the entry
-    threshold: such a message can never be sent whole) made smaller in the
-    view: its inline media moved to files first (``media``, see
-    :func:`ars_core.l1_media.offload_media`), answered or not; then, when it is
-    still above ``threshold``, its text offloaded like a large tool result: to
-    ``outputs/large_user_messages/user-<sha256>.txt``, a head-and-tail preview
-    within ``preview_tokens`` in the view. The state keeps the original; the same
-    text always maps to the same file. Where such messages are is kept as the
-    history grows (a longer view has only its appended messages looked at)."""
-    if not plan.view:
-        return plan
-    key, view = L1_USER.key(threshold, preview_tokens, estimator_key(estimator), media), plan.view
-
-    def offloaded(m: Message) -> tuple[Message, tuple[FileWrite, ...]]:
-        cached = L1_USER.get(m, key)
-        if cached is None:
-            cached = (m, ())
-            if not m.metadata.get(MARK_SUMMARY) and _above(estimator, m, threshold):
-                cached = _offload_user_message(m, estimator, threshold, preview_tokens, media)
-            L1_USER.put(m, cached, key)
-        return cached
-
-    remembered = memo.current().prefix("l1-user:offloaded", _Oversized)
-    with remembered.lock:
-        seen, known = remembered.grown(view, key, _Oversized)
-        found = seen.state
-        users = (i for i in range(found.read, len(view)) if view[i].role == "user")
-        found.at += [i for i in users if offloaded(view[i])[1]]
-        found.read = len(view)
-        remembered.extend(seen, view, known)
-        at = list(found.at)
-    # this view's own messages (a remembered one may hold equal, other objects)
-    return plan.replacing([(i, *offloaded(view[i])) for i in at if i not in plan.replaced])

@@ -173,10 +173,13 @@ class _LcFields(dict[str, Any]):
     LangChain tool calls were the standard ones (:func:`_standard_call`): those are
     rebuilt from the core calls instead of kept as a second copy of every argument in
     each archive line, and an L1 rewrite is told from them. It rides along with every
-    copy L1 makes (copies share this object) and is never serialised.
+    copy L1 makes (copies share this object) and is never serialised. Unset (read
+    with ``getattr(fields, "calls", None)``) otherwise: a slot, no ``__dict__`` made
+    for every converted message that has calls.
     """
 
-    calls: tuple[ToolCall, ...] | None = None
+    __slots__ = ("calls",)
+    calls: tuple[ToolCall, ...] | None
 
 
 _STANDARD_CALL_KEYS = frozenset({"name", "args", "id", "type"})

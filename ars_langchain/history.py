@@ -65,13 +65,15 @@ class HistoryConverter:
         self._lock = threading.Lock()
         self._lc: list[BaseMessage] = []
         self._core: list[Message] = []
-        # id(core message) -> (core message, LangChain message) for the messages of the
-        # history from ``_floor`` to ``_mapped``: filled when ``back`` first needs it (a call
-        # below T never does); the core object is held so its id cannot be reused. After
-        # a round only the kept part is mapped (``_floor``: where the last call's kept part
-        # starts; views of such calls hold nothing before it), so the map holds the kept
-        # part, not the history
-        self._origin: dict[int, tuple[Message, BaseMessage]] = {}
+        # id(core message) -> its position in ``_core`` (and the LangChain message's in
+        # ``_lc``) for the messages of the history from ``_floor`` to ``_mapped``: filled
+        # when ``back`` first needs it (a call below T never does). Those positions hold the
+        # same objects while the map holds them (the lists only grow, or the map is
+        # cleared), so an id's object is alive and its own; a position, not a pair of the
+        # two, is all the map keeps of each message. After a round only the kept part is
+        # mapped (``_floor``: where the last call's kept part starts; views of such calls
+        # hold nothing before it), so the map holds the kept part, not the history
+        self._origin: dict[int, int] = {}
         self._mapped = 0
         self._floor = 0
         # the summary of the latest round and its LangChain form: converted once, when a
@@ -189,10 +191,11 @@ class HistoryConverter:
         if start <= self._floor:
             return
         lo, hi, origin = self._floor, min(start, self._mapped), self._origin
-        for c, m in zip(self._core[lo:hi], self._lc[lo:hi], strict=True):
-            entry = origin.get(id(c))
-            if entry is not None and entry[1] is m:  # (a twin held further on stays)
-                del origin[id(c)]
+        core, lc = self._core, self._lc
+        for i in range(lo, hi):
+            at = origin.get(id(core[i]))
+            if at is not None and lc[at] is lc[i]:  # (a twin held further on stays)
+                del origin[id(core[i])]
         self._floor, self._mapped = start, max(self._mapped, start)
 
     def _after_edit(
@@ -220,16 +223,18 @@ class HistoryConverter:
         return out
 
     def back(self, message: Message) -> BaseMessage:
-        entry = self._origin.get(id(message))
-        if entry is None and self._mapped < len(self._core):
-            with self._lock:  # map the history's messages not mapped yet (reloaded: current)
-                start, core, lc = max(self._mapped, self._floor), self._core, self._lc
-                pairs = zip(core[start:], lc[start : len(core)], strict=False)
-                self._origin.update((id(c), (c, m)) for c, m in pairs)
+        with self._lock:
+            core, lc = self._core, self._lc
+            at = self._origin.get(id(message))
+            if at is None and self._mapped < len(core):
+                # map the history's messages not mapped yet (reloaded: current)
+                start, end = max(self._mapped, self._floor), min(len(core), len(lc))
+                self._origin.update(zip(map(id, core[start:end]), range(start, end), strict=True))
                 self._mapped = len(core)
-            entry = self._origin.get(id(message))
-        if entry is not None and entry[0] is message:
-            return entry[1]
+                at = self._origin.get(id(message))
+            entry = lc[at] if at is not None and core[at] is message else None
+        if entry is not None:
+            return entry
         summary = self._summary
         if summary is not None and summary[0] is message:
             return summary[1]

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from ars_core import ApproxEstimator, Compressor, Message, cutoff, flow, l1, memo, per_call
-from ars_core.l1 import L1Plan, offload_oversized_user_messages, plan_l1
+from ars_core import ApproxEstimator, Compressor, Message, cutoff, flow, l1_user, memo, per_call
+from ars_core.l1 import L1Plan, plan_l1
+from ars_core.l1_user import offload_oversized_user_messages
 from ars_core.l2 import select_cutoff
 from ars_core.memo import L1_USER, Memo, active
 from ars_core.testing import FakeSummarizer
@@ -158,7 +159,7 @@ def test_a_longer_view_has_only_its_new_user_messages_looked_at(
             looked.append(m)
             return L1_USER.get(m, key)
 
-    monkeypatch.setattr(l1, "L1_USER", Counting())
+    monkeypatch.setattr(l1_user, "L1_USER", Counting())
 
     def offload(history: Sequence[Message]) -> L1Plan:
         plan = plan_l1(history, estimator=EST, tool_token_limit=40, arg_char_limit=6)

@@ -13,8 +13,10 @@ head's tokens are the text's first tokens.
 from __future__ import annotations
 
 import copy
+import gc
 import pickle
 import random
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,7 @@ from ars_core._tiktoken_offline import load_encoding
 from ars_core.bounds import piece_head
 from ars_core.estimate import TiktokenEstimator
 from ars_core.l1 import plan_l1
-from ars_core.memo import TOKENS
+from ars_core.memo import TOKENS, Memo, active
 from ars_core.pending_form import is_pending
 from ars_core.retention import error_lines, newest_error_lines
 from ars_core.stream import CompressionEvent
@@ -409,3 +411,27 @@ def test_a_pending_forms_error_lines_are_worked_out_once() -> None:
     first = list(asked)
     assert first and error_lines([form]) == [] and asked == first
     assert is_pending(form)
+
+
+@pytest.mark.spec("R12")
+def test_what_l1_keeps_on_a_message_it_leaves_as_it_is_does_not_hold_it() -> None:
+    """The plan L1 keeps on each message it leaves as it is (a request, a call, a
+    result within the limit) holds no reference back to that message: with the garbage
+    collector off, a history planned and then dropped frees them by reference counting
+    alone (a plan holding its own message made a cycle of nearly every message of a
+    history, for the collector to find). An offloaded result's form makes its text
+    from the result when first read: that one is left to the collector."""
+    c, d = call("bash", cmd="make"), call("read_file", path="a.py")
+    history = [user("build"), assistant("", c, d), tool(c, "ok"), tool(d, _log(3))]
+    alive = [weakref.ref(m) for m in history]
+    gc.disable()
+    try:
+        with active(Memo()):  # an engine's memo, dropped with it (not the process's)
+            plan = plan_l1(history, estimator=TiktokenEstimator(), tool_token_limit=300)
+        assert len(plan.writes) == 1 and is_pending(plan.view[3])  # the log offloaded
+        assert all(m is v for m, v in zip(history[:3], plan.view, strict=False))
+        del plan, history, c, d
+        freed = [ref() is None for ref in alive]
+        assert freed == [True, True, True, False]
+    finally:
+        gc.enable()

@@ -18,8 +18,9 @@ from ars_core import ApproxEstimator, Compressor, Message, message_to_dict
 from ars_core.archive import HistoryArchive, read_archive
 from ars_core.cutoff import conversation_tokens, kept_cut
 from ars_core.estimate import message_sizes
-from ars_core.l1 import offload_oversized_user_messages, plan_l1
+from ars_core.l1 import plan_l1
 from ars_core.l1_media import offload_inline_media
+from ars_core.l1_user import offload_oversized_user_messages
 from ars_core.l2 import forbidden_cuts, select_cutoff
 from ars_core.memo import Memo, active
 from ars_core.summarize import MessageSizes, condense_history, history_total, turn_tokens
