@@ -185,14 +185,17 @@ class Message:
         conversions and checks, for adapters converting whole histories (the result
         equals what the constructor builds)."""
         message = _new(cls)
-        _set(message, "role", role)
-        _set(message, "content", content)
-        _set(message, "id", id)
-        _set(message, "name", name)
-        _set(message, "tool_calls", tool_calls)
-        _set(message, "tool_call_id", tool_call_id)
-        _set(message, "metadata", metadata or NO_METADATA)
-        _set(message, "_cache", {})
+        set_role, set_content, set_id, set_name, set_calls, set_call_id, set_meta, set_cache = (
+            _MESSAGE_SLOTS
+        )
+        set_role(message, role)
+        set_content(message, content)
+        set_id(message, id)
+        set_name(message, name)
+        set_calls(message, tool_calls)
+        set_call_id(message, tool_call_id)
+        set_meta(message, metadata or NO_METADATA)
+        set_cache(message, {})
         return message
 
     @property
@@ -218,6 +221,14 @@ class Message:
             self.tool_call_id,
             merged,
         )
+
+
+#: the setters of a message's slots, in :meth:`Message.of_fields`'s order (a slot's own
+#: setter: a frozen class's fields set without ``object.__setattr__``'s lookup of each)
+_MESSAGE_SLOTS = tuple(
+    Message.__dict__[name].__set__
+    for name in "role content id name tool_calls tool_call_id metadata _cache".split()
+)
 
 
 # ---------------------------------------------------------------- ARS's own JSON

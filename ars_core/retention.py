@@ -172,10 +172,10 @@ def _harness_inserted(meta: Mapping[str, Any]) -> bool:
     adapter at the top level or inside the framework's ``additional_kwargs``)."""
     if meta.get("lc_source"):
         return True
-    for value in meta.values():
-        if isinstance(value, Mapping):
+    for value in meta.values():  # (a dict is told from a Mapping without the ABC's look)
+        if isinstance(value, dict) or isinstance(value, Mapping):
             kwargs = value.get("additional_kwargs")
-            if isinstance(kwargs, Mapping) and kwargs.get("lc_source"):
+            if kwargs is not None and isinstance(kwargs, Mapping) and kwargs.get("lc_source"):
                 return True
     return False
 
