@@ -74,7 +74,7 @@ class Family(Generic[T]):
 TOKENS: Family[int] = Family("tokens", "estimate", "an estimator's token count (per estimator)")
 FLOOR: Family[int] = Family("floor", "floors", "a floor of its exact o200k/cl100k count")
 L1_PLAN: Family[Any] = Family("l1", "l1", "the message's L1 plan (per limits and estimator)")
-L1_USER: Family[Any] = Family("l1-user", "l1", "a user message's offload above T")
+L1_USER: Family[Any] = Family("l1-user", "l1_user", "a user message's offload above T")
 L1_MEDIA: Family[Any] = Family("l1-media", "l1_media", "the message with inline media offloaded")
 KEPT_KIND: Family[int] = Family("kept-kind", "summarize", "summary/system, user request or other")
 SHORTENED: Family[Message] = Family("shortened", "summarize", "a request shortened to a length")

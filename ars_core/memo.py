@@ -31,7 +31,7 @@ family                 written by       value (per message)
 =====================  ===============  ===============================================
 ``tokens``             estimate         an estimator's token count (per estimator)
 ``l1``                 l1               the message's L1 plan (per limits and estimator)
-``l1-user``            l1               a user message's offload above T (per T, estimator)
+``l1-user``            l1_user          a user message's offload above T (per T, estimator)
 ``l1-media``           l1_media         the message with inline media offloaded (per size)
 ``kept-kind``          summarize        summary/system, user request or other
 ``shortened``          summarize        a request shortened to a length (per length)
