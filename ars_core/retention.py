@@ -35,6 +35,8 @@ from .memo import COMMANDS, EDITED_FILES, ERROR_LINES, REQUEST_TEXT, SparseIndex
 from .messages import MARK_SUMMARY, Message, ToolCall
 from .pending_form import cannot_hold
 from .recent import Recent
+from .text_pieces import collapsed as _norm
+from .text_pieces import collapsed_framed, holds
 
 __all__ = [
     "MARK_NOTE",
@@ -400,10 +402,6 @@ def _find_commands(m: Message) -> list[str]:
 # ------------------------------------------------------------------ measuring a view
 
 
-def _norm(text: str) -> str:
-    return " ".join(text.split())
-
-
 def view_text(view: Iterable[Message]) -> str:
     """Everything a model reads in ``view``: message texts and tool-call arguments, whitespace
     collapsed (each message's words, then the next's). The running engine keeps the text of the last
@@ -430,17 +428,25 @@ def _message_text(m: Message) -> tuple[Message, str]:
     for call in m.tool_calls:
         chunks.append(call.name)
         chunks.extend(_arg_text(v) for v in call.args.values())
-    return m, _norm("\n".join(chunks))
+    middles: Recent[str] = memo.current().single("retention:middles", lambda: Recent(MIDDLES))
+    return m, collapsed_framed("\n".join(chunks), middles)
 
 
-def task_retention(task: str | Sequence[str], view: Sequence[Message] | str) -> float:
+#: middles of long message texts an engine keeps collapsed (a summary message's)
+MIDDLES = 2
+
+
+def task_retention(
+    task: str | Sequence[str], view: Sequence[Message] | str, *, collapsed: bool = False
+) -> float:
     """The share of the task statement that ``view`` holds, in ``[0, 1]``.
 
-    ``task`` is one text or the list :func:`task_statement` returns; ``view``
-    is a message list or its :func:`view_text`. A word of the task counts as
-    kept when it is part of a run of :data:`SHINGLE_WORDS` consecutive task
-    words that appears verbatim (whitespace aside) in the view. Tasks shorter
-    than that count as kept when they appear whole. An empty task is kept.
+    ``task`` is one text or the list :func:`task_statement` returns; ``view`` is a message
+    list or its :func:`view_text` (``collapsed``: a text spaced as that one, where a request
+    holding other whitespace is not looked for verbatim). A word of the task counts as kept
+    when it is part of a run of :data:`SHINGLE_WORDS` consecutive task words that appears
+    verbatim (whitespace aside) in the view. Tasks shorter than that count as kept when
+    they appear whole. An empty task is kept.
 
     Each task's runs are worked out once (:func:`_task_runs`, kept for the next
     rounds, whose task is mostly the same texts): a round makes the view's runs
@@ -449,7 +455,7 @@ def task_retention(task: str | Sequence[str], view: Sequence[Message] | str) -> 
     lookup; the view's runs are made only when some request is not.
     """
     texts = (task,) if isinstance(task, str) else tuple(task)
-    text = view if isinstance(view, str) else view_text(view)
+    collapsed, text = (collapsed, view) if isinstance(view, str) else (True, view_text(view))
     indexes = _task_runs(texts)
     total = sum(index.words for index in indexes)
     if not total:
@@ -460,12 +466,12 @@ def task_retention(task: str | Sequence[str], view: Sequence[Message] | str) -> 
     for source, index in zip(texts, indexes, strict=True):
         if index.whole is not None:
             kept += index.words if _whole_words_in(index.whole, text) else 0
-        elif source in text:  # verbatim: every run of it is in the view
+        elif (index.spaced or not collapsed) and holds(text, source):  # verbatim: every run
             kept += index.words
         else:
             if padded is None:
                 padded = f" {text} "
-            if index.bordered in padded:  # its words, in order, are some of the view's
+            if holds(padded, index.bordered):  # its words, in order, are some of the view's
                 kept += index.words
                 continue
             if common is None:
@@ -501,12 +507,13 @@ class _TaskIndex:
     a text so bordered, its words are consecutive words of that text (so every run
     of it is one of the text's), as when a summary holds the request whole."""
 
-    __slots__ = ("bordered", "last", "runs", "whole", "words")
+    __slots__ = ("bordered", "last", "runs", "spaced", "whole", "words")
 
     def __init__(self, task: str) -> None:
         words = task.split()
         self.words = len(words)
         joined = " ".join(words)
+        self.spaced = "  " not in task and task.strip(" ") == joined  # only single spaces
         self.whole = joined if self.words < SHINGLE_WORDS else None
         self.bordered = f" {joined} "
         self.runs = array("q", _runs(words) if self.whole is None else ())
@@ -576,16 +583,16 @@ def audit_retention(
     def check(anchor: str, ok: bool) -> None:
         (found if ok else missing).append(anchor)
 
-    task_fraction = task_retention(task, text)
+    task_fraction = task_retention(task, text, collapsed=True)
     if task:
         check("task", task_fraction >= TASK_KEPT)
     for path in _latest(summarized, "edited", LATEST_FILES):
-        check(f"file:{path}", path in text)
+        check(f"file:{path}", holds(text, path))
     for command in _latest(summarized, "commands", LATEST):
-        check(f"command:{command}", command in text)
+        check(f"command:{command}", holds(text, command))
     for line in _latest(summarized, "errors", LATEST):
         clipped = line[:ERROR_CHARS].strip()
-        check(f"error:{clipped}", clipped in text)
+        check(f"error:{clipped}", holds(text, clipped))
     calls = {c.id for m in view for c in m.tool_calls}
     for m in kept_tail:
         if m.role == "tool" and m.tool_call_id is not None:

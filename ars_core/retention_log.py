@@ -53,6 +53,6 @@ def _lost_requests(cut: Cut, view: Sequence[Message], text: str, retention: Rete
         return "the task (none of the user's requests up to the cutoff)"
     if any(is_user_request(m) for m in view[1:]):
         return ""  # a newer request is kept whole
-    if task_retention(cut.task[-1], text) == 0:
+    if task_retention(cut.task[-1], text, collapsed=True) == 0:
         return "the user's newest request"
     return ""

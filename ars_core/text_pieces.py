@@ -4,10 +4,21 @@ pre-tokenizer splits anyway."""
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Sequence
 
-__all__ = ["TIKTOKEN_CHUNK", "FramedCounts", "frame_cuts", "piece_end"]
+from .recent import Recent
+
+__all__ = [
+    "TIKTOKEN_CHUNK",
+    "FramedCounts",
+    "collapsed",
+    "collapsed_framed",
+    "frame_cuts",
+    "holds",
+    "piece_end",
+]
 
 #: characters tiktoken encodes at a time
 TIKTOKEN_CHUNK = 1 << 16
@@ -104,3 +115,52 @@ class FramedCounts:
                     self._middles.pop(next(iter(self._middles)))
                 self._middles[middle] = kept
         return len(self._encode(text[:head])) + kept + len(self._encode(text[tail:]))
+
+
+def collapsed(text: str) -> str:
+    """``text``'s words joined by single spaces (its whitespace collapsed)."""
+    return " ".join(text.split())
+
+
+def collapsed_framed(text: str, middles: Recent[str]) -> str:
+    """:func:`collapsed` of ``text``; a long text's middle (between its first and last
+    line, :func:`frame_cuts`) collapsed once while ``middles`` keeps it: a summary
+    message whose header and archive line change from round to round while the task
+    and summary between them do not is collapsed from those two lines. The same
+    string: each cut follows a line break, so it splits no word."""
+    cuts = frame_cuts(text) if len(text) >= FRAMED_MIN else None
+    if cuts is None:
+        return collapsed(text)
+    head, tail = cuts
+    middle = text[head:tail]
+    pieces = (
+        collapsed(text[:head]),
+        middles.get(middle, functools.partial(collapsed, middle)),
+        collapsed(text[tail:]),
+    )
+    return " ".join(piece for piece in pieces if piece)
+
+
+#: parts from this many characters on are looked for by their first LONG_PART // 2
+LONG_PART = 100
+#: places of a long part's first characters :func:`holds` compares before a plain search
+HOLDS_TRIES = 64
+
+
+def holds(text: str, part: str) -> bool:
+    """``part in text``. A long ``part`` (a request, a heredoc command) is looked for by
+    its first characters, each place found compared whole: CPython's search for a
+    part of 100 characters or more first prepares a table as long as the part (about
+    as costly as reading the text), a short one's does not. Many places of those first
+    characters: a plain search."""
+    if len(part) < LONG_PART:
+        return part in text
+    first = part[: LONG_PART // 2]
+    at = text.find(first)
+    for _ in range(HOLDS_TRIES):
+        if at < 0:
+            return False
+        if text.startswith(part, at):
+            return True
+        at = text.find(first, at + 1)
+    return part in text

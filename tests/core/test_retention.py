@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 
@@ -67,6 +68,56 @@ class TestMeasure:
         assert task_retention("fix it", "fix it") == 1.0
         assert task_retention("fix it", "then prefix it and fix items") == 0.0
         assert task_retention("fix it", "we fix items; we fix it") == 1.0
+
+    @pytest.mark.spec("R58")
+    def test_a_collapsed_view_is_searched_for_a_request_only_where_it_can_stand(
+        self,
+    ) -> None:
+        """In a view's collapsed text (single spaces only) a request holding other
+        whitespace is not looked for verbatim (it cannot be there): the same shares as
+        a text not said to be collapsed, with no such search."""
+        from ars_core.retention import view_text
+        from ars_core.text_pieces import LONG_PART
+
+        searched: list[str] = []
+
+        class Text(str):  # what is looked for in it: a part, or a long part's first characters
+            def __contains__(self, part: object) -> bool:
+                searched.append(str(part))
+                return str.__contains__(self, part)
+
+            def find(self, part: str, *args: Any) -> int:
+                searched.append(part)
+                return str.find(self, part, *args)
+
+        body = " ".join(f"w{i}" for i in range(30))
+        tasks = [
+            f"Task:\n{body}",  # a line break: never verbatim in a collapsed text
+            f"  {body}",  # two spaces
+            f" {body} ",  # single spaces either side: may be verbatim
+            body.replace("w7 ", "w7\u00a0"),  # another space character
+            f"{body}\tend",
+        ]
+        views = [[Message(role="user", content=f"head\n\n{task}\n tail")] for task in tasks] + [
+            [Message(role="user", content="x " + " ".join(f"w{i}" for i in range(12)))]
+        ]
+        for view in views:
+            text = view_text(view)
+            for task in [*tasks, *([t] for t in tasks), tasks]:
+                searched.clear()
+                fraction = task_retention(task, Text(text), collapsed=True)
+                assert fraction == task_retention(task, str(text))
+                assert fraction == task_retention(task, view)
+                looked_for = [
+                    t
+                    for t in ([task] if isinstance(task, str) else task)
+                    if t in searched or t[: LONG_PART // 2] in searched
+                ]
+                assert looked_for == [t for t in looked_for if t.strip(" ") == " ".join(t.split())]
+                assert all("  " not in t for t in looked_for)
+        searched.clear()
+        task_retention(tasks[2], Text(view_text(views[2])), collapsed=True)
+        assert tasks[2][: LONG_PART // 2] in searched  # single spaces only: looked for verbatim
 
     @pytest.mark.spec("R58")
     def test_anchors_of_a_history(self) -> None:
