@@ -545,18 +545,19 @@ def _message_chars(message: Message) -> int:
 
 
 def uncounted_chars(
-    estimator: Estimator, messages: Sequence[Message], limit: int = OFFLOAD_CHARS
+    estimator: Estimator, messages: Sequence[Any], limit: int = OFFLOAD_CHARS
 ) -> int:
     """Characters of the newest messages whose count ``estimator`` has not cached yet.
 
-    Walks back from the end and stops at the first message already counted (a
-    history grows at its end) or once ``limit`` is reached, so it costs a few
-    dictionary lookups per call. An estimator without per-message caching
-    counts everything every time: then every message is new.
-    """
+    Walks back from the end and stops at the first message already counted (a history
+    grows at its end), at a dict (in a summarized part, which a call reads only in a
+    round: engine ``_records``) or once ``limit`` is reached, so it costs a few lookups
+    per call. An estimator without per-message caching counts everything every time."""
     key = estimator.cache_key if is_incremental(estimator) else None
     total = 0
     for message in reversed(messages):
+        if not isinstance(message, Message):
+            break
         if key is not None and TOKENS.holds_value(message, key):
             break
         total += _message_chars(message)
