@@ -37,7 +37,7 @@ from .capabilities import BoundedEstimator, has
 from .content_counts import ContentCounts
 from .memo import TOKENS, HistoryTotals, instance_key
 from .messages import Message
-from .provider_text import block_text, json_text, tool_text
+from .provider_text import block_text, json_text, tool_text, tools_snapshot
 from .text_pieces import TIKTOKEN_CHUNK, FramedCounts, piece_end
 from .typing import Tools
 
@@ -202,7 +202,7 @@ class CachingEstimator:
         # under the rule every history memo follows (ars_core.memo)
         self._histories = HistoryTotals(slots=MEMO_SLOTS)
         self._key: Hashable = ("tokens", type(self).__qualname__, instance_key())
-        #: the tools last counted (a copy of the list, compared by value) and their count
+        #: the tools last counted (a copy, compared by value: ``tools_snapshot``) and their count
         self._tools_cache: tuple[list[Any], int] | None = None
         # counts of plain-text messages by content, for equal messages rebuilt as new
         # objects (a store reloaded each call), forgotten when they reach their bound
@@ -398,13 +398,13 @@ class CachingEstimator:
         if not tools:
             return 0
         cached = self._tools_cache
-        try:  # the same tools (compared by value: a list refilled in place is seen)
+        try:  # the same tools (by value, with a copy: a list or schema edited in place is seen)
             if cached is not None and cached[0] == list(tools):
                 return cached[1]
         except Exception:  # a tool that cannot be compared: counted again
             pass
         total = sum(self.count_text(tool_text(t)) + 8 for t in tools)
-        self._tools_cache = (list(tools), total)
+        self._tools_cache = (tools_snapshot(tools), total)
         return total
 
     def count(

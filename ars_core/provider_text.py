@@ -4,11 +4,12 @@ arguments and tool schemas as JSON, and the text that content blocks carry
 
 from __future__ import annotations
 
+import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["block_text", "json_text", "tool_text"]
+__all__ = ["block_text", "json_text", "tool_text", "tools_snapshot"]
 
 
 class _Lit(str):
@@ -110,3 +111,18 @@ def tool_text(tool: Any) -> str:
     if isinstance(tool, Mapping):
         return json_text(tool)
     return str(tool)
+
+
+def tools_snapshot(tools: Iterable[Any]) -> list[Any]:
+    """``tools`` as a count of them is remembered with: each schema mapping copied
+    whole, so one edited in place afterwards (a description rewritten) no longer
+    compares equal to its copy and is counted again; anything else as it is."""
+    out = []
+    for tool in tools:
+        if isinstance(tool, Mapping):
+            try:
+                tool = copy.deepcopy(tool)
+            except Exception:  # a schema that cannot be copied: compared as it is
+                pass
+        out.append(tool)
+    return out

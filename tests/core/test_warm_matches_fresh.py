@@ -6,7 +6,9 @@ results; images inline, by URL and in tool results; Anthropic and LangChain v1
 content blocks: thinking, tool_use, tool_result; user and assistant messages large
 enough that the kept tail is trimmed) edited between calls the way agents and users
 edit state: turns appended, one, several or all messages removed by position, a
-message replaced by id, a message turned into an OpenAI dict and back. Each call is
+message replaced by id, a message turned into an OpenAI dict and back, every message
+made anew (equal, new objects), in the same list or a new one; the system message
+and the tool schemas beside it changed, tools added, dropped or edited in place. Each call is
 an ordinary one, a summary the caller asked for (``requested``), a model that
 reports a context overflow (once, or above a size) or a forced compaction. After
 each edit the warm engine (its caches and memos full of the earlier histories) and
@@ -91,6 +93,12 @@ OPS = (
     "replace",
     "to_dict",
     "to_message",
+    "renew",
+    "system",
+    "tool_add",
+    "tool_add",
+    "tool_drop",
+    "tool_edit",
 )
 
 #: how the call after an edit is made: an ordinary call most often
@@ -299,6 +307,8 @@ def apply(agent: Agent, history: list[Any], step: Step) -> None:
     elif op == "to_message":
         if not isinstance(history[a % n], Message):
             history[a % n] = from_openai(history[a % n])
+    elif op == "renew":  # equal messages, new objects (an adapter converting every call)
+        history[:] = anew(history)
 
 
 def replace(history: list[Any], i: int, b: int) -> None:
@@ -314,6 +324,31 @@ def replace(history: list[Any], i: int, b: int) -> None:
         name=old.name,
         id=old.id,
     )
+
+
+@attrs.define
+class Request:
+    """The system message and tool schemas a caller sends beside the history: one
+    list of schema dicts, grown, shrunk or edited in place between calls."""
+
+    system: str = "You are a coding agent."
+    tools: list[dict[str, Any]] = attrs.field(factory=list)
+
+    def edit(self, op: str, a: int, b: int) -> bool:
+        """Apply ``op`` when it is a request op (``True``), else leave it."""
+        if op == "system":
+            self.system = f"You are a coding agent (rule {b}). " + words(b % 400, f"y{b}")
+        elif op == "tool_add":
+            name = CALLS[a % len(CALLS)][0] + f"_{len(self.tools)}"
+            text = words(5 + b % 300, f"d{b}")
+            self.tools.append({"type": "function", "function": {"name": name, "description": text}})
+        elif op == "tool_drop" and self.tools:
+            del self.tools[a % len(self.tools)]
+        elif op == "tool_edit" and self.tools:  # the schema dict edited in place
+            self.tools[a % len(self.tools)]["function"]["description"] = words(b % 600, f"d{b}")
+        else:
+            return op in ("tool_drop", "tool_edit")
+        return True
 
 
 def anew(history: Sequence[Any]) -> list[Any]:
@@ -349,14 +384,18 @@ def call(
     mode: str,
     event: SummarizationEvent | None,
     how: str,
+    request: Request | None = None,
 ) -> Call:
-    """``history`` through ``compressor`` the way ``how`` says, sync or async."""
+    """``history`` through ``compressor`` the way ``how`` says, sync or async, with
+    ``request``'s system message and tool schemas."""
     window = compressor.config.summary_threshold * 1024 * 3 // 4
     replies: list[Any] = [overflow_once, "ok"] if how == "overflow" else ["ok"]
     above = window if how == "overflow_above" else None
     model = ScriptedModel(replies, overflow_above=above, estimator=ApproxEstimator())
     emitter = RecordingEmitter()
     kwargs: dict[str, Any] = {"event": event, "emitter": emitter}
+    if request is not None:
+        kwargs.update(system=request.system, tools=request.tools)
     outcome: CallOutcome | None = None
     raised = None
     try:
@@ -427,16 +466,27 @@ def differential(mode: str, setup: Setup, steps: Sequence[Step]) -> None:
     history: list[Any] = []
     for i in range(4):
         history.extend(agent.turn("turn", i, 3 * i + 1))
+    request = Request()
     event: SummarizationEvent | None = None
     for serial, step in enumerate([("user", 0, 0, "call"), *steps]):
-        apply(agent, history, step)
+        if not request.edit(*step[:3]):
+            apply(agent, history, step)
         if not history:
             continue
         fresh_compressor, fresh_backend = setup.engine()
         given_the_archives(compressor, backend, fresh_compressor, fresh_backend)
         how = step[3]
-        warm = call(compressor, backend, history, mode, event, how)
-        fresh = call(fresh_compressor, fresh_backend, anew(history), mode, read_back(event), how)
+        given = history if step[1] % 2 else list(history)  # the same list object, or a new one
+        warm = call(compressor, backend, given, mode, event, how, request)
+        fresh = call(
+            fresh_compressor,
+            fresh_backend,
+            anew(history),
+            mode,
+            read_back(event),
+            how,
+            copy.deepcopy(request),
+        )
         check_step((serial, step), warm, fresh)
         if warm.outcome is not None:
             event = persist(history, event, warm.outcome)
@@ -543,3 +593,28 @@ def test_a_new_process_reads_a_stored_summary_over_a_dict_asynchronously() -> No
         calls.append(call(fresh, fresh_backend, anew(history), mode, read_back(event), "call"))
     check_step("async", calls[1], calls[0])
     assert calls[1].sent[0][0]["content"] == event.summary_message.text
+
+
+@pytest.mark.spec("R3")
+@pytest.mark.parametrize("estimator", ["approx", "o200k"])
+def test_a_tool_schema_edited_in_place_is_counted_again(estimator: str) -> None:
+    """One list of tool schemas, a description rewritten in place between two calls
+    (about 500 tokens longer): the second call counts the new description, as a fresh
+    engine does. It counted the old one: the copy of the list it kept held the same
+    schema dicts, so the edited list still compared equal to it."""
+    agent = Agent()
+    history = [agent.user(0)]
+    request = Request()
+    request.edit("tool_add", 0, 5)
+    compressor, backend = engine(1, 2, "fake", estimator)
+    first = call(compressor, backend, history, "sync", None, "call", request)
+    request.edit("tool_edit", 0, 500)
+    warm = call(compressor, backend, history, "sync", None, "call", request)
+    fresh_compressor, fresh_backend = engine(1, 2, "fake", estimator)
+    fresh_request = copy.deepcopy(request)
+    fresh = call(
+        fresh_compressor, fresh_backend, anew(history), "sync", None, "call", fresh_request
+    )
+    check_step("edited", warm, fresh)
+    assert first.outcome is not None and warm.outcome is not None
+    assert warm.outcome.tokens_before > first.outcome.tokens_before + 400
