@@ -468,28 +468,54 @@ def differential(mode: str, setup: Setup, steps: Sequence[Step]) -> None:
         history.extend(agent.turn("turn", i, 3 * i + 1))
     request = Request()
     event: SummarizationEvent | None = None
-    for serial, step in enumerate([("user", 0, 0, "call"), *steps]):
-        if not request.edit(*step[:3]):
-            apply(agent, history, step)
-        if not history:
-            continue
-        fresh_compressor, fresh_backend = setup.engine()
-        given_the_archives(compressor, backend, fresh_compressor, fresh_backend)
-        how = step[3]
-        given = history if step[1] % 2 else list(history)  # the same list object, or a new one
-        warm = call(compressor, backend, given, mode, event, how, request)
-        fresh = call(
-            fresh_compressor,
-            fresh_backend,
-            anew(history),
-            mode,
-            read_back(event),
-            how,
-            copy.deepcopy(request),
-        )
-        check_step((serial, step), warm, fresh)
-        if warm.outcome is not None:
-            event = persist(history, event, warm.outcome)
+    try:
+        for serial, step in enumerate([("user", 0, 0, "call"), *steps]):
+            if not request.edit(*step[:3]):
+                apply(agent, history, step)
+            if history:
+                event = compare_step(
+                    mode, setup, (compressor, backend), history, request, event, (serial, step)
+                )
+    finally:
+        cleared(backend)
+
+
+def compare_step(
+    mode: str,
+    setup: Setup,
+    warm_engine: tuple[Compressor, FsspecBackend],
+    history: list[Any],
+    request: Request,
+    event: SummarizationEvent | None,
+    label: tuple[int, Step],
+) -> SummarizationEvent | None:
+    """One call of the warm engine and of a fresh one; the event to persist."""
+    (compressor, backend), (_, step) = warm_engine, label
+    fresh_compressor, fresh_backend = setup.engine()
+    given_the_archives(compressor, backend, fresh_compressor, fresh_backend)
+    how = step[3]
+    given = history if step[1] % 2 else list(history)  # the same list object, or a new one
+    warm = call(compressor, backend, given, mode, event, how, request)
+    fresh = call(
+        fresh_compressor,
+        fresh_backend,
+        anew(history),
+        mode,
+        read_back(event),
+        how,
+        copy.deepcopy(request),
+    )
+    cleared(fresh_backend)
+    check_step(label, warm, fresh)
+    return event if warm.outcome is None else persist(history, event, warm.outcome)
+
+
+def cleared(backend: FsspecBackend) -> None:
+    """``backend``'s files removed from fsspec's memory store, which every memory
+    backend of the process shares (and every lookup in it reads whole)."""
+    base = backend._host("")
+    if backend.fs.exists(base):
+        backend.fs.rm(base, recursive=True)
 
 
 steps = st.lists(
