@@ -176,18 +176,27 @@ def conversation_tokens(history: Sequence[Message], estimator: Estimator) -> int
     a history of more than :data:`AGENT_RUN_BYTES` times its turns' bytes is an
     agent run, nothing counted (the offloads whose form is not made yet left out);
     below that, the counts decide. When the engine holds every turn's count (a warm
-    round), the counts decide: their sum costs less than the bytes. The answer sizes
-    the summary and what the summary model reads, never what is sent under T. The
-    same messages read again in the call (the very sequence) take the first answer."""
+    round), the counts decide: their sum costs less than the bytes. So do they when a
+    turn holds media (an image's bound is its count, about a token a byte: the turns'
+    bytes stand for far fewer tokens than text's would, and the two rules could part).
+    The answer sizes the summary and what the summary model reads, never what is sent
+    under T. The same messages read again in the call (the very sequence) take the
+    first answer."""
     turns = turn_messages(history)
     if (
         has(estimator, Utf8BoundedEstimator)
         and not _counts_held(turns, estimator)
+        and not any(map(_holds_media, turns))
         and _agent_run_by_bytes(history, turns, estimator)
     ):
         return 0
     tokens = sum(message_sizes(estimator, turns))
     return 0 if history_exceeds(history, estimator, 2 * tokens) else tokens
+
+
+def _holds_media(m: Message) -> bool:
+    """Whether ``m``'s content has a part that is not text (an image, a file)."""
+    return not isinstance(m.content, str) and any(p.text is None for p in m.content)
 
 
 def _counts_held(messages: Sequence[Message], estimator: Estimator) -> bool:

@@ -17,6 +17,7 @@ from ars_core.bounds import Utf8Bytes
 from ars_core.cutoff import AGENT_RUN_BYTES, conversation_tokens
 from ars_core.estimate import Estimator, TiktokenEstimator, message_tokens
 from ars_core.memo import Memo, active
+from ars_core.messages import ContentPart
 from ars_core.pending_form import is_pending, pending_form
 from ars_core.summarize import turn_messages, turn_tokens
 from ars_core.testing import RecordingTiktoken
@@ -147,6 +148,34 @@ def test_offloads_not_yet_made_are_counted_last() -> None:
     assert made == [] and is_pending(form)
     assert exact(history, TiktokenEstimator()) == 0
     assert made == [c.id]
+
+
+def test_turns_holding_images_are_decided_by_the_counts_cold_as_warm() -> None:
+    """A user turn with three images by URL: an image's bound is its count (about a
+    token a byte), so the turns' bytes stand for far fewer tokens than text's would and
+    the bytes say agent run where the counts say chat. The counts decide, on a history
+    nothing has counted as on one whose turns' counts are held: one answer either way."""
+    screens = Message(
+        role="user",
+        content=(
+            ContentPart("text", "these are the screens"),
+            *(
+                ContentPart("image", data={"url": f"https://example.com/s{i}.png"})
+                for i in range(3)
+            ),
+        ),
+    )
+    history = run(result_words=1_000)
+    history = [*history[:5], screens, *history[5:]]
+    assert byte_ratio(history) > AGENT_RUN_BYTES  # the bytes alone would say agent run
+    answer = exact(history, TiktokenEstimator())
+    assert answer > 0  # the counts: a chat
+    assert conversation_tokens(history, RecordingTiktoken()) == answer
+    est = RecordingTiktoken()
+    with active(Memo()):
+        for m in history:
+            message_tokens(est, m)  # an earlier call counted the history
+        assert conversation_tokens([*history], est) == answer
 
 
 def test_the_same_messages_read_again_are_not_measured_again() -> None:
