@@ -64,7 +64,7 @@ class Plan:
     kill_share: float = 0.1  # runs that carry a kill point
     random_kills: int = 8  # SIGKILLs at random moments
     disconnect_share: float = 0.03
-    race_share: float = 0.03
+    races: int = 3  # turns delivered to two workers at once, spread over the soak
     pg_drops: int = 3
     s3_bursts: int = 3
     burst_size: int = 10
@@ -163,6 +163,7 @@ class Fleet:
         with PostgresStore.from_conn_string(pg_url) as store:
             store.setup()
         self.run_seq = 0
+        self.race_due = 0  # planned races not dispatched yet
 
     # ------------------------------------------------------------ workers
 
@@ -267,6 +268,8 @@ class Fleet:
                     self.drop_pg_connections()
                 elif kind == "s3":
                     self.proxy.fail_next(self.plan.burst_size)
+                elif kind == "race":
+                    self.race_due += 1
                 elif kind == "kill":
                     busy = self.busy()
                     if busy:
@@ -294,6 +297,7 @@ class Fleet:
             "pg": spread(self.plan.pg_drops),
             "s3": spread(self.plan.s3_bursts),
             "kill": spread(self.plan.random_kills),
+            "race": spread(self.plan.races),
         }
 
     # ------------------------------------------------------------ the soak
@@ -321,20 +325,20 @@ class Fleet:
     def fill(self) -> None:
         for thread in self.ready_threads():
             idle = self.idle()
-            if not idle:
-                return
-            raced = (
-                len(idle) >= 2
-                and thread.turn < self.plan.turns - 1
-                and self.rng.random() < self.plan.race_share
-            )
-            if raced:  # one turn delivered twice at once
+            if self.race_due and thread.turn < self.plan.turns - 1:
+                # one turn delivered twice at once: hold the queue until two workers
+                # are free, so the planned races happen whatever the machine's timing
+                if len(idle) < 2:
+                    return
+                self.race_due -= 1
                 self.report.races += 1
                 job = self.next_job(thread, raced=True)
                 self.dispatch(idle[0], thread, job)
                 self.dispatch(idle[1], thread, {**job, "run": job["run"] + "b"})
-            else:
-                self.dispatch(idle[0], thread, self.next_job(thread, raced=False))
+                continue
+            if not idle:
+                return
+            self.dispatch(idle[0], thread, self.next_job(thread, raced=False))
 
     def wait_one(self) -> None:
         conns = {conn: name for name, (_, conn, job) in self.workers.items() if job is not None}
