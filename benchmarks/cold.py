@@ -12,7 +12,11 @@ of an earlier call helps. Measured here, with fresh objects for every timed call
   ``SummarizationMiddleware.wrap_model_call``;
 * the same call as the first of a fresh process (imports done, not timed);
 * the first L2 round at 1,000 messages on a history nothing has seen (a new
-  engine or middleware and a new files folder each time);
+  engine or middleware and a new files folder each time) in a running worker:
+  one untimed round each first (the process has run an L2 round before, as a
+  worker serving other threads has; not on these messages), then the timed rounds
+  of every contender in turn, in orders that turn with each repetition (a drift
+  of the machine falls on all alike, and each follows each other as often);
 * one call over 20,000 messages of about 150 MB (tool results enlarged) with
   files on the local disk: its time and the peak memory it adds, against the
   history's text.
@@ -51,6 +55,7 @@ from .common import (
     InstantSummarizer,
     Timing,
     ars_middleware_available,
+    balanced_orders,
     canned_handler,
     concatenated,
     fake_chat_model,
@@ -66,6 +71,9 @@ NEEDS: tuple[str, ...] = ()
 REPLY = Message(role="assistant", content="done")
 BIG_MESSAGES = 20_000
 BIG_BYTES = 150_000_000
+#: timed first L2 rounds of each contender (on a history nothing has seen), in turn: three
+#: full turns of the four contenders' orders
+L2_ROUNDS = 12
 
 
 def _sizes(ctx: Context) -> list[int]:
@@ -147,6 +155,28 @@ def _timed(prepare: Callable[[], Callable[[], Any]], reps: int) -> Timing:
         call()
         timing.samples.append(time.perf_counter() - t0)
     return timing
+
+
+def _timed_in_turn(
+    prepares: dict[str, Callable[[], Callable[[], Any]]], reps: int
+) -> dict[str, Timing]:
+    """``reps`` samples of each contender's call after one untimed call of each: one of
+    each per repetition, in orders that turn with the repetitions
+    (:func:`~benchmarks.common.balanced_orders`: each contender takes each place, and
+    follows each other one, as often over each full turn)."""
+    for prepare in prepares.values():
+        prepare()()
+    names = list(prepares)
+    orders = balanced_orders(len(names))
+    timings = {name: Timing() for name in names}
+    for rep in range(reps):
+        for i in orders[rep % len(orders)]:
+            call = prepares[names[i]]()
+            gc.collect()
+            t0 = time.perf_counter()
+            call()
+            timings[names[i]].samples.append(time.perf_counter() - t0)
+    return timings
 
 
 def contenders(
@@ -366,9 +396,8 @@ def measure(ctx: Context) -> dict[str, Any]:
     rounds = contenders(
         fresh, threshold_k=ctx.args.l2_threshold, folder=ctx.tmp / "cold-l2", middleware=middleware
     )
-    l2: dict[str, float] = {}
-    for name, prepare in rounds.items():
-        l2[name] = _timed(prepare, 3 if ctx.args.quick else 5).median_ms
+    l2_rounds = 4 if ctx.args.quick else L2_ROUNDS
+    l2 = {name: timing.median_ms for name, timing in _timed_in_turn(rounds, l2_rounds).items()}
     ctx.log("  cold first L2 round: " + ", ".join(f"{k} {v:.1f} ms" for k, v in l2.items()))
 
     big_n = 500 if ctx.args.quick else BIG_MESSAGES
@@ -381,6 +410,7 @@ def measure(ctx: Context) -> dict[str, Any]:
         "first_n": first_n,
         "l2": l2,
         "l2_n": l2_n,
+        "l2_rounds": l2_rounds,
         "l2_threshold": ctx.args.l2_threshold,
         "big": big,
         "resumed": resumed,
@@ -478,7 +508,10 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
     l2 = data["l2"]
     lines += [
         f"The first L2 round on {data['l2_n']:,} messages nothing has seen "
-        f"(T = {data['l2_threshold']:g}K, a new engine/middleware and files folder each time):",
+        f"(T = {data['l2_threshold']:g}K, a new engine/middleware and files folder each time), "
+        "in a running worker: one untimed round of each first (not on these messages), then "
+        f"the median of {data.get('l2_rounds', L2_ROUNDS)} rounds each, every contender "
+        "in turn, in orders that turn with each repetition (each takes each place as often):",
         "",
     ]
     lines += table(

@@ -257,6 +257,17 @@ def ars_middleware_available() -> bool:
 # ================================================================== timing and tables
 
 
+def balanced_orders(n: int) -> list[list[int]]:
+    """Orders of ``n`` policies (a Williams design) in which each policy takes each place
+    as often, and follows each other policy as often: ``n`` orders for an even ``n``,
+    ``2n`` (each with its mirror) for an odd one."""
+    first = [0]
+    for k in range(1, n):
+        first.append((k + 1) // 2 if k % 2 else n - k // 2)
+    orders = [[(i + shift) % n for i in first] for shift in range(n)]
+    return orders if n % 2 == 0 else orders + [order[::-1] for order in orders]
+
+
 @dataclass
 class Timing:
     samples: list[float] = field(default_factory=list)  # seconds

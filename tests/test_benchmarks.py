@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -656,6 +657,7 @@ def test_cold_section(smoke: tuple[str, dict[str, object], str]) -> None:
     big = cold["big"]
     assert big["messages"] == 500 and big["level"] == "L2" and big["files"] > 1
     assert big["text"] > 1_000_000 and big["added"] >= 0
+    assert cold["l2_rounds"] == 4  # one full turn of the four contenders' orders
     assert len(target_lines(section_text(report, "## M. Cold"))) == 4
 
 
@@ -706,7 +708,7 @@ def test_the_l2_rounds_orders_balance_places_and_predecessors(n: int) -> None:
     """Section A's L2 rounds turn through orders of the policies in which each policy
     takes each place as often and follows each other policy as often (a round finds
     warm what the round before it touched)."""
-    from benchmarks.overhead import balanced_orders
+    from benchmarks.common import balanced_orders
 
     orders = balanced_orders(n)
     assert all(sorted(order) == list(range(n)) for order in orders)
@@ -714,3 +716,32 @@ def test_the_l2_rounds_orders_balance_places_and_predecessors(n: int) -> None:
     follows = Counter((a, b) for order in orders for a, b in itertools.pairwise(order))
     assert len(places) == n * n and len(set(places.values())) == 1
     assert len(follows) == n * (n - 1) and len(set(follows.values())) == 1
+
+
+def test_the_cold_l2_rounds_run_in_turn_after_one_untimed_round_each() -> None:
+    """Section M's first L2 rounds: every contender runs one untimed round first (a
+    running worker), then one timed round each per repetition, in orders where each
+    takes each place as often over a full turn."""
+    from benchmarks.cold import _timed_in_turn
+
+    calls: list[tuple[str, str]] = []  # (contender, "prepared" or "ran")
+
+    def contender(name: str) -> Callable[[], Callable[[], None]]:
+        def prepare() -> Callable[[], None]:
+            calls.append((name, "prepared"))
+            return lambda: calls.append((name, "ran"))
+
+        return prepare
+
+    names = ["ARS middleware", "ARS core", "LangChain", "deepagents"]
+    timings = _timed_in_turn({name: contender(name) for name in names}, 8)
+    ran = [name for name, what in calls if what == "ran"]
+    assert ran[:4] == names  # the untimed round of each, first
+    timed = ran[4:]
+    assert all(len(timings[name].samples) == 8 for name in names) and len(timed) == 32
+    turns = [timed[i : i + 4] for i in range(0, 32, 4)]
+    assert all(sorted(turn) == sorted(names) for turn in turns)
+    places = Counter((name, i) for turn in turns for i, name in enumerate(turn))
+    assert set(places.values()) == {2}  # each place twice in two full turns of 4 orders
+    # every timed call made from its own prepare (new messages, engine and folder)
+    assert [what for _, what in calls[8:]] == ["prepared", "ran"] * 32
