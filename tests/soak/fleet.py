@@ -290,14 +290,16 @@ class Fleet:
         self.report.pg_drops += 1
 
     def schedule(self) -> dict[str, list[float]]:
-        def spread(n: int) -> list[float]:
-            return sorted(self.rng.uniform(0.05, 0.9) for _ in range(n))
+        def spread(n: int, end: float = 0.9) -> list[float]:
+            return sorted(self.rng.uniform(0.05, end) for _ in range(n))
 
         return {
             "pg": spread(self.plan.pg_drops),
             "s3": spread(self.plan.s3_bursts),
             "kill": spread(self.plan.random_kills),
-            "race": spread(self.plan.races),
+            # early enough that threads with a turn after the raced one are left (a
+            # thread's last turn is never raced): every planned race is run
+            "race": spread(self.plan.races, end=0.6),
         }
 
     # ------------------------------------------------------------ the soak
