@@ -51,6 +51,7 @@ from ars_core import (
     to_openai,
 )
 from ars_core.testing import FakeSummarizer, RecordingEmitter, ScriptedModel
+from tests.warm_fresh import cleared
 
 from .helpers import files_in, memory_backend, words
 from .test_memo import persist
@@ -510,14 +511,6 @@ def compare_step(
     cleared(fresh_backend)
     check_step(label, warm, fresh)
     return event if warm.outcome is None else persist(history, event, warm.outcome)
-
-
-def cleared(backend: FsspecBackend) -> None:
-    """``backend``'s files removed from fsspec's memory store, which every memory
-    backend of the process shares (and every lookup in it reads whole)."""
-    base = backend._host("")
-    if backend.fs.exists(base):
-        backend.fs.rm(base, recursive=True)
 
 
 steps = st.lists(

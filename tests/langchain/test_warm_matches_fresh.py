@@ -22,14 +22,11 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import os
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelRequest
 from langchain_core.exceptions import ContextOverflowError
 from langchain_core.messages import (
@@ -50,12 +47,9 @@ from ars_langchain.middleware import EVENT_KEY
 from ars_langchain.sessions import model_window, scope_parts
 from ars_langchain.testing import FakeToolChatModel, tool_call
 from tests.core.helpers import files_in, words
+from tests.warm_fresh import adapter_config, adapter_hunt, cleared
 
 pytestmark = pytest.mark.spec("R4", "R10", "R12", "R24", "R44", "R51", "R58")
-
-EXAMPLES = int(os.environ.get("ARS_WARM_EXAMPLES", "15"))
-#: CI runs the same examples every time; a hunt (``ARS_WARM_EXAMPLES`` set) draws new ones
-DERANDOMIZE = "ARS_WARM_EXAMPLES" not in os.environ
 
 OPS = (
     "turn",
@@ -219,9 +213,7 @@ class Side:
         return update, reply
 
     def cleared(self) -> None:
-        base = self.backend._host("")
-        if self.backend.fs.exists(base):
-            self.backend.fs.rm(base, recursive=True)
+        cleared(self.backend)
 
 
 def plain(update: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -275,11 +267,7 @@ def persisted(state: dict[str, Any], history: list[BaseMessage], update: Any) ->
 def differential(
     steps: Sequence[Step], threshold: float, keep: int, estimator: str, run_async: bool
 ) -> None:
-    config = SummaryConfig(
-        summary_threshold=threshold,
-        summary_keep_messages=keep,
-        summary_tool_result_token_limit=200,
-    )
+    config = adapter_config(threshold, keep)
     warm, fresh = Side(config, estimator), Side(config, estimator)
     history: list[BaseMessage] = []
     for serial in range(3):
@@ -321,26 +309,7 @@ def differential(
         fresh.cleared()
 
 
-steps_strategy = st.lists(
-    st.tuples(st.sampled_from(OPS), st.integers(0, 99), st.integers(0, 99)),
-    min_size=3,
-    max_size=14,
-)
-
-
-@pytest.mark.parametrize("estimator", ["approx", "o200k"])
-@pytest.mark.parametrize("run_async", [False, True], ids=["sync", "async"])
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    derandomize=DERANDOMIZE,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-@given(
-    steps=steps_strategy,
-    threshold=st.sampled_from([1.0, 2.0, 4.0]),
-    keep=st.sampled_from([2, 4, 10]),
-)
+@adapter_hunt(OPS)
 def test_a_warm_middleware_matches_a_fresh_one(
     steps: list[Step], threshold: float, keep: int, estimator: str, run_async: bool
 ) -> None:
