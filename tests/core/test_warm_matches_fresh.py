@@ -51,7 +51,7 @@ from ars_core import (
     to_openai,
 )
 from ars_core.testing import FakeSummarizer, RecordingEmitter, ScriptedModel
-from tests.warm_fresh import cleared
+from tests.warm_fresh import DERANDOMIZE, cleared
 
 from .helpers import files_in, memory_backend, words
 from .test_memo import persist
@@ -59,8 +59,6 @@ from .test_memo import persist
 pytestmark = pytest.mark.spec("R51", "R58", "R62", "R3", "R4", "R22", "R43", "R57")
 
 EXAMPLES = int(os.environ.get("ARS_WARM_EXAMPLES", "30"))
-#: CI runs the same examples every time; a hunt (``ARS_WARM_EXAMPLES`` set) draws new ones
-DERANDOMIZE = "ARS_WARM_EXAMPLES" not in os.environ
 
 #: (tool, argument, values) of the calls an agent makes
 CALLS = (

@@ -138,12 +138,11 @@ class Side:
             stream=False,
         )
 
-    def archive_log(self) -> dict[Any, Any]:
-        session = self.mw.sessions.known(scope_parts())
-        if session is None:
-            return {}
-        backend = self.mw._resolver.resolve(None, scope_parts()[0], [])
-        return dict(session.compressor._archives._by_backend.get(backend, {}))
+    def kept(self) -> tuple[Any, Any]:
+        """This thread's session (``None`` before its first call) and the file backend
+        its calls resolve."""
+        thread, ns = scope_parts()
+        return self.mw.sessions.known((thread, ns)), self.mw._resolver.resolve(None, thread, [])
 
     def given(self, warm: Side) -> None:
         """What the warm side archived (its files and archive log), given to a fresh
@@ -156,12 +155,13 @@ class Side:
         session = self.mw.sessions.get(
             scope_parts(), self.mw.sessions.config_for(None), model_window(model)
         )
-        backend = self.mw._resolver.resolve(None, scope_parts()[0], [])
-        session.compressor._archives._by_backend[backend] = warm.archive_log()
-        # so is what the session's estimator learned from the provider's reported usage
-        # (its scale and margin): a worker keeps it for the thread's later calls
-        learned = warm.mw.sessions.known(scope_parts())
+        _, backend = self.kept()
+        learned, warm_backend = warm.kept()
         if learned is not None:
+            log = learned.compressor._archives._by_backend.get(warm_backend, {})
+            session.compressor._archives._by_backend[backend] = dict(log)
+            # so is what the session's estimator learned from the provider's reported
+            # usage (its scale and margin): a worker keeps it for the thread's later calls
             warm_est, est = learned.compressor.estimator, session.compressor.estimator
             est.scale, est.margin = warm_est.scale, warm_est.margin
             est._residuals = copy.deepcopy(warm_est._residuals)
@@ -173,7 +173,8 @@ class Side:
         how: str,
         system: str,
         run_async: bool,
-    ) -> tuple[Any, BaseMessage]:
+    ) -> dict[str, Any]:
+        """One call's update and answer, or the error it raised."""
         sent, usage = self.sent, how == "usage"
 
         def handler(request: ModelRequest[Any]) -> AIMessage:
@@ -203,14 +204,17 @@ class Side:
             tools=[],
             state={**state, "messages": messages},
         )
-        if run_async:
-            result = asyncio.run(self.mw.awrap_model_call(request, ahandler))
-        else:
-            result = self.mw.wrap_model_call(request, handler)
+        try:
+            if run_async:
+                result = asyncio.run(self.mw.awrap_model_call(request, ahandler))
+            else:
+                result = self.mw.wrap_model_call(request, handler)
+        except Exception as exc:  # compared by type and message on both sides
+            return {"raised": (type(exc).__name__, str(exc))}
         update = result.command.update if isinstance(result, ExtendedModelResponse) else None
         response = result.model_response if isinstance(result, ExtendedModelResponse) else result
         reply = response if isinstance(response, BaseMessage) else response.result[0]
-        return update, reply
+        return {"update": update, "reply": reply}
 
     def cleared(self) -> None:
         cleared(self.backend)
@@ -224,22 +228,6 @@ def plain(update: dict[str, Any] | None) -> dict[str, Any] | None:
     if out.get(EVENT_KEY):
         out[EVENT_KEY] = {k: v for k, v in dict(out[EVENT_KEY]).items() if k != "created_at"}
     return json.loads(json.dumps(out, default=str))
-
-
-def outcome(
-    side: Side,
-    history: list[BaseMessage],
-    state: dict[str, Any],
-    how: str,
-    system: str,
-    run_async: bool,
-) -> dict[str, Any]:
-    """One call's update and answer, or the error it raised."""
-    try:
-        update, reply = side.call(history, state, how, system, run_async)
-    except Exception as exc:  # compared by type and message on both sides
-        return {"raised": (type(exc).__name__, str(exc))}
-    return {"update": update, "reply": reply}
 
 
 def answer(reply: BaseMessage) -> dict[str, Any]:
@@ -286,8 +274,8 @@ def differential(
             fresh.given(warm)
             stored = json.loads(json.dumps(state, default=str))  # as a checkpointer keeps it
             fresh_history = messages_from_dict(messages_to_dict(history))
-            warm_out = outcome(warm, history, state, how, system, run_async)
-            fresh_out = outcome(fresh, fresh_history, stored, how, system, run_async)
+            warm_out = warm.call(history, state, how, system, run_async)
+            fresh_out = fresh.call(fresh_history, stored, how, system, run_async)
             label = (serial, step)
             assert warm.sent == fresh.sent, label
             assert warm_out.keys() == fresh_out.keys(), (label, warm_out, fresh_out)
