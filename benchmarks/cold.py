@@ -399,6 +399,11 @@ def measure(ctx: Context) -> dict[str, Any]:
     l2_rounds = 4 if ctx.args.quick else L2_ROUNDS
     l2 = {name: timing.median_ms for name, timing in _timed_in_turn(rounds, l2_rounds).items()}
     ctx.log("  cold first L2 round: " + ", ".join(f"{k} {v:.1f} ms" for k, v in l2.items()))
+    written = _round_files(ctx.tmp / "cold-l2", ctx.tmp / "cold-l2-again")
+    ctx.log(
+        f"  a round's files: {written['files']} ({written['bytes'] / 1e6:.1f} MB), "
+        f"written again alone in {written['ms']:.1f} ms"
+    )
 
     big_n = 500 if ctx.args.quick else BIG_MESSAGES
     big = _subprocess("big", big_n, runs_dir)
@@ -412,8 +417,43 @@ def measure(ctx: Context) -> dict[str, Any]:
         "l2_n": l2_n,
         "l2_rounds": l2_rounds,
         "l2_threshold": ctx.args.l2_threshold,
+        "l2_files": written,
         "big": big,
         "resumed": resumed,
+    }
+
+
+#: times the files of one cold round are written again alone (the median is reported)
+WRITE_AGAIN = 5
+
+
+def _round_files(rounds: Path, again: Path) -> dict[str, Any]:
+    """What the ARS core's last cold L2 round wrote in ``rounds`` (its files, by
+    folder, and their bytes), and how long writing the same files takes alone: one
+    ``write_files`` call into a new folder under ``again`` on the same disk, each file
+    durable as the round makes it (median of :data:`WRITE_AGAIN`)."""
+    folder = max((p for p in rounds.glob("core-*") if p.is_dir()), key=lambda p: int(p.name[5:]))
+    files = {
+        p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()
+    }
+    by_folder: dict[str, int] = {}
+    for path in files:
+        kind = path.split("/")[-2] if "/" in path else "."
+        by_folder[kind] = by_folder.get(kind, 0) + 1
+    samples = []
+    for k in range(WRITE_AGAIN):
+        backend = FsspecBackend((again / f"w{k}").as_uri())
+        gc.collect()
+        t0 = time.perf_counter()
+        errors = backend.write_files((path, [data]) for path, data in files.items())
+        samples.append(time.perf_counter() - t0)
+        assert not errors, errors
+    samples.sort()
+    return {
+        "files": len(files),
+        "by_folder": by_folder,
+        "bytes": sum(map(len, files.values())),
+        "ms": samples[len(samples) // 2] * 1000,
     }
 
 
@@ -527,6 +567,19 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
             ratio <= 5 and l2[ars] <= 50,
         )
     )
+    if "l2_files" in data:
+        w = data["l2_files"]
+        kinds = ", ".join(f"{n} in {kind}/" for kind, n in sorted(w["by_folder"].items()))
+        lines += [
+            "",
+            f"What ARS's round writes: {w['files']} files ({kinds}; {w['bytes'] / 1e6:.1f} MB): "
+            "the history archive and a file for every tool result above the offload limit "
+            "(SPEC R12: every such result in the effective messages, those the round then "
+            "summarizes included); deepagents writes its history file, LangChain nothing. "
+            f"Writing the same files alone, with the same durability, into a new folder on "
+            f"the same disk takes {w['ms']:.1f} ms here (median of {WRITE_AGAIN}): most of "
+            "that is the file system creating each file, which varies with the disk.",
+        ]
     big = data["big"]
     lines += [
         "",

@@ -658,6 +658,11 @@ def test_cold_section(smoke: tuple[str, dict[str, object], str]) -> None:
     assert big["messages"] == 500 and big["level"] == "L2" and big["files"] > 1
     assert big["text"] > 1_000_000 and big["added"] >= 0
     assert cold["l2_rounds"] == 4  # one full turn of the four contenders' orders
+    # the files of ARS's last cold round, written again alone: the archive and offloads
+    files = cold["l2_files"]
+    assert files["by_folder"]["conversation_history"] == 1
+    assert files["files"] == sum(files["by_folder"].values()) > 1 and files["ms"] > 0
+    assert f"What ARS's round writes: {files['files']} files" in section_text(report, "## M. Cold")
     assert len(target_lines(section_text(report, "## M. Cold"))) == 4
 
 
