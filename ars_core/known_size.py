@@ -61,7 +61,7 @@ from .checkpoint import SummarizationEvent
 from .estimate import MESSAGE_OVERHEAD, Estimator, is_bounded, is_incremental
 from .memo import TOKENS, Memo
 from .messages import Message
-from .totals import HistorySize, Totals
+from .totals import HistorySize, Totals, no_bound
 
 __all__ = [
     "MARK_KNOWN_SIZE",
@@ -307,7 +307,9 @@ def history_size(
     that bound reaches a threshold or a count is read; or from the newest answer's
     stamp (:func:`known_history`)."""
     if is_incremental(est):
-        bound = est.token_bound if is_bounded(est) else None
+        # an estimator with no cheap bound: a history nothing counted yet is counted from
+        # the newest message back, as far as a question about its size needs
+        bound = est.token_bound if is_bounded(est) else no_bound
         size = memo.history_size(effective, est.cache_key, est.count_message, bound)
         return known_history(size, effective, event, est)
     return HistorySize(est.count(effective))

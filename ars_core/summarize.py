@@ -41,7 +41,6 @@ from .capabilities import BudgetedSummarizer, has
 from .estimate import (
     ApproxEstimator,
     Estimator,
-    is_bounded,
     is_incremental,
     message_sizes,
     message_tokens,
@@ -434,9 +433,8 @@ def history_exceeds(history: Sequence[Message], estimator: Estimator, limit: int
     all of them when they do not (the total, then kept)."""
     if not is_incremental(estimator):
         return sum(message_sizes(estimator, history)) > limit
-    bound = no_bound if is_bounded(estimator) else None  # spares counting all of it
     count, key = estimator.count_message, estimator.cache_key
-    size = memo.current().history_size(history, key, count, bound)
+    size = memo.current().history_size(history, key, count, no_bound)  # none counted all
     if size.exact:
         return size.tokens > limit
     if held_counts_exceed(history, key, limit):  # what the first pass below finds first

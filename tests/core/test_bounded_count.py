@@ -4,9 +4,11 @@ bytes plus the same overheads, since a BPE token covers at least one byte) and t
 engine encodes the history only when that bound reaches T. The decisions are those
 of the exact count: each test compares an engine with the bound against one whose
 estimator counts the same o200k tokens without declaring a bound (counted exactly,
-always): same level, same view, same events, same reported counts, at T just above,
-at and below the exact size, on histories of non-ASCII text, emoji, CJK, images and
-tool calls, sync and async."""
+from the newest message back as far as a decision needs): same level, same view,
+same events, same reported counts, at T just above, at and below the exact size, on
+histories of non-ASCII text, emoji, CJK, images and tool calls, sync and async. An
+estimator without a bound (the approximate one) sizes a cold history the same way,
+and decides as it does with every message counted beforehand."""
 
 from __future__ import annotations
 
@@ -333,6 +335,35 @@ def test_a_cold_round_counts_only_what_its_decisions_read(mode: str) -> None:
     assert [e[2] for e in seen[0]["events"]] == [size, size]
 
 
+@MODES
+def test_an_estimator_without_a_bound_counts_a_cold_history_newest_first(mode: str) -> None:
+    """The approximate estimator declares no bound: an L2 round on an agent run far above
+    T that nothing has counted counts from the newest message back as far as each
+    decision needs, so the older tool calls it summarizes are never counted; its level,
+    view, events and update are those of the same round on the same history with every
+    message counted before the call (the reported sizes too, read afterwards)."""
+    history = agent_run(40, "approx")
+    system = "You are a careful agent. 日本語も話せます。"
+    size = ApproxEstimator().count(fresh(history), system=system)
+    key = ApproxEstimator().cache_key
+    seen = []
+    for counted_first in (False, True):
+        messages = fresh(history)
+        if counted_first:
+            for m in messages:
+                ApproxEstimator().count_message(m)
+        compressor, emitter = engine(ApproxEstimator(), size // 6)
+        outcome = run(compressor, messages, mode)
+        calls = [m for m in messages[:40] if m.tool_calls]
+        uncounted = [m for m in calls if key not in m._cache]
+        assert (len(uncounted) >= len(calls) // 2) is not counted_first
+        assert outcome.update is not None and outcome.update.event is not None
+        seen.append(observed(outcome, emitter))
+    assert seen[0] == seen[1]
+    assert seen[0]["level"] == "L2"
+    assert [e[2] for e in seen[0]["events"]] == [size, size]
+
+
 def test_an_event_counted_when_read_is_the_event_of_its_count() -> None:
     """A ``started`` event of a round the bound decided carries its size uncounted: it
     equals (and hashes as) the event built with the exact count, its dict and the
@@ -383,6 +414,9 @@ def test_a_view_within_t_by_its_bound_is_counted_when_read(mode: str) -> None:
             exact = attrs.evolve(completed, tokens_after=exact_size(outcome.view, system))
             assert completed == exact and hash(completed) == hash(exact)
         assert outcome.tokens_after == completed.tokens_after == exact_size(outcome.view, system)
+        # the size before: counted when read by either (a history above T by its bound, or
+        # one an estimator without a bound counts newest first only as far as T)
+        assert outcome.tokens_before == exact_size(history, system)
         assert outcome.counted
         seen.append(observed(outcome, emitter))
     assert seen[0] == seen[1]
