@@ -35,6 +35,7 @@ from ._tiktoken_offline import load_encoding
 from .bounds import Utf8Bytes, digit_groups_are_tokens, head_tokens_below, utf8_length
 from .estimate import (
     MESSAGE_OVERHEAD,
+    ApproxEstimator,
     CachingEstimator,
     Estimator,
     TiktokenEstimator,
@@ -315,11 +316,14 @@ def _pending_offload(
     ``limit`` (a head of it alone is, :func:`~ars_core.bounds.head_tokens_below`, else
     by its count), and the form is smaller whatever its preview (a preview fits
     ``limit`` with the header; a header alone is within ``limit``, counted with a token
-    count of as many digits as the result's bytes). ``None`` otherwise, or when the
-    estimator is not the exact ``o200k_base`` one: the form is made at once."""
+    count of as many digits as the result's bytes). The approximate estimator's
+    offloads are pending too (:func:`_pending_by_features`). ``None`` otherwise, or
+    for any other estimator: the form is made at once."""
     text = m.content
-    if not isinstance(text, str) or not text or not _counts_by_pieces(estimator):
+    if not isinstance(text, str) or not text:
         return None
+    if not _counts_by_pieces(estimator):
+        return _pending_by_features(m, text, estimator, limit) if _by_features(estimator) else None
     exact = cast(TiktokenEstimator, estimator)
     encoding = load_encoding(exact.encoding_name)
     # a floor of a head of the text, else the tokens of a head: above the limit alone
@@ -336,6 +340,38 @@ def _pending_offload(
     if not digit_groups_are_tokens(encoding) or _shell_and_header_above(exact, m, header, limit):
         return None
 
+    maker = _PendingOffload(m, text, estimator, limit, path, header)
+    proto = m.with_content("", **{MARK_OFFLOADED: path})
+    return pending_form(proto, maker.fill, maker.may_hold), FileWrite(path, text)
+
+
+def _by_features(estimator: Estimator) -> bool:
+    """Whether ``estimator`` counts as the built-in :class:`ApproxEstimator` does: a
+    message as its shell plus its text, a text by a weighted sum of its features
+    (which only grows when a digit is added to a number in it)."""
+    if not isinstance(estimator, ApproxEstimator):
+        return False
+    kind = type(estimator)
+    return (
+        kind.count_text is ApproxEstimator.count_text
+        and kind.count_message is CachingEstimator.count_message
+        and kind.measure is CachingEstimator.measure
+    )
+
+
+def _pending_by_features(
+    m: Message, text: str, estimator: Estimator, limit: int
+) -> tuple[Message, FileWrite] | None:
+    """:func:`_pending_offload` for the approximate estimator: the result counted above
+    ``limit``, and its shell plus the header alone within it, the header's count written
+    as the message's own (a form's count is the text's, never more digits)."""
+    size = message_tokens(estimator, m)
+    if size <= limit:
+        return None
+    path = _offload_path(m, text, False)
+    header = offload_body(path, text, "", size)
+    if message_tokens(estimator, m.with_content("")) + estimator.count_text(header) > limit:
+        return None
     maker = _PendingOffload(m, text, estimator, limit, path, header)
     proto = m.with_content("", **{MARK_OFFLOADED: path})
     return pending_form(proto, maker.fill, maker.may_hold), FileWrite(path, text)
