@@ -1,7 +1,7 @@
 """A message whose text is made when it is first read.
 
-L1 replaces each large tool result by a form holding a header (its exact token
-count) and a preview fitted to a token budget: both need the result encoded. In
+L1 replaces each large tool result by a form holding a header (its token count)
+and a preview fitted to a token budget: both need the result counted. In
 an L2 round most of those forms are summarized at once and never read (the
 archive holds the originals, the files hold their text): a pending form is a
 :class:`~ars_core.messages.Message` whose role, ids, name, tool calls and metadata

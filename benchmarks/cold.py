@@ -16,7 +16,10 @@ of an earlier call helps. Measured here, with fresh objects for every timed call
   one untimed round each first (the process has run an L2 round before, as a
   worker serving other threads has; not on these messages), then the timed rounds
   of every contender in turn, in orders that turn with each repetition (a drift
-  of the machine falls on all alike, and each follows each other as often);
+  of the machine falls on all alike, and each follows each other as often); the
+  same round with the approximate estimator (ARS's default without the
+  ``tiktoken`` extra) in turn with the exact core and LangChain; and the files
+  ARS's round writes, written again alone on the same disk;
 * one call over 20,000 messages of about 150 MB (tool results enlarged) with
   files on the local disk: its time and the peak memory it adds, against the
   history's text.
@@ -38,6 +41,7 @@ from typing import Any
 import attrs
 
 from ars_core import (
+    ApproxEstimator,
     Compressor,
     FsspecBackend,
     Message,
@@ -180,10 +184,16 @@ def _timed_in_turn(
 
 
 def contenders(
-    fresh: Fresh, *, threshold_k: float, folder: Path, middleware: bool
+    fresh: Fresh,
+    *,
+    threshold_k: float,
+    folder: Path,
+    middleware: bool,
+    estimator: Callable[[], Any] | None = None,
 ) -> dict[str, Callable[[], Callable[[], Any]]]:
     """Each contender's ``prepare``: new message objects (and, for an L2 round, a new
-    engine and files folder), returning the call to time."""
+    engine and files folder), returning the call to time. ``estimator`` makes the ARS
+    core's estimator (its default when not given)."""
     from langchain.agents.middleware import SummarizationMiddleware as LCMiddleware
     from langchain_core.runnables.config import var_child_runnable_config
 
@@ -194,7 +204,8 @@ def contenders(
     trigger = int(threshold_k * 1024)
     serial = iter(range(10**9))
     new_thread = threshold_k != NO_TRIGGER_K  # an L2 round: nothing of it seen before
-    core_engine = Compressor(config, backend=FsspecBackend(folder.as_uri()))
+    chosen = {} if estimator is None else {"estimator": estimator()}
+    core_engine = Compressor(config, backend=FsspecBackend(folder.as_uri()), **chosen)
 
     def core() -> Callable[[], Any]:
         k = next(serial)
@@ -204,6 +215,7 @@ def contenders(
                 config,
                 backend=FsspecBackend((folder / f"core-{k}").as_uri()),
                 summarizer=InstantSummarizer(),
+                **({} if estimator is None else {"estimator": estimator()}),
             )
         messages = fresh.core()
         return lambda: engine.call(messages, lambda v: REPLY, system=fresh.system, thread=f"t{k}")
@@ -400,6 +412,22 @@ def measure(ctx: Context) -> dict[str, Any]:
     l2 = {name: timing.median_ms for name, timing in _timed_in_turn(rounds, l2_rounds).items()}
     ctx.log("  cold first L2 round: " + ", ".join(f"{k} {v:.1f} ms" for k, v in l2.items()))
     written = _round_files(ctx.tmp / "cold-l2", ctx.tmp / "cold-l2-again")
+    # the same round with the approximate estimator (ARS's default without ars[tiktoken]),
+    # in turn with the exact core and LangChain
+    approx = contenders(
+        fresh,
+        threshold_k=ctx.args.l2_threshold,
+        folder=ctx.tmp / "cold-l2-approx",
+        middleware=False,
+        estimator=ApproxEstimator,
+    )
+    trio = {
+        APPROX_CORE: approx["ARS core"],
+        "ARS core": rounds["ARS core"],
+        "LangChain": rounds["LangChain"],
+    }
+    l2_approx = {name: t.median_ms for name, t in _timed_in_turn(trio, l2_rounds).items()}
+    ctx.log("  the same, in turn: " + ", ".join(f"{k} {v:.1f} ms" for k, v in l2_approx.items()))
     ctx.log(
         f"  a round's files: {written['files']} ({written['bytes'] / 1e6:.1f} MB), "
         f"written again alone in {written['ms']:.1f} ms"
@@ -418,11 +446,14 @@ def measure(ctx: Context) -> dict[str, Any]:
         "l2_rounds": l2_rounds,
         "l2_threshold": ctx.args.l2_threshold,
         "l2_files": written,
+        "l2_approx": l2_approx,
         "big": big,
         "resumed": resumed,
     }
 
 
+#: the ARS core with the approximate estimator (the default without ``ars[tiktoken]``)
+APPROX_CORE = "ARS core, approximate estimator"
 #: times the files of one cold round are written again alone (the median is reported)
 WRITE_AGAIN = 5
 
@@ -567,6 +598,19 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
             ratio <= 5 and l2[ars] <= 50,
         )
     )
+    if "l2_approx" in data:
+        la = data["l2_approx"]
+        lines += [
+            "",
+            "Without the `tiktoken` extra ARS counts with its approximate estimator; the same "
+            f"round with it, {data.get('l2_rounds', L2_ROUNDS)} rounds each in turn with the "
+            "exact core and LangChain:",
+            "",
+        ]
+        lines += table(
+            ["policy", "first L2 round (ms)", "vs LangChain"],
+            [[k, fmt_ms(v), fmt_ratio(v, la["LangChain"])] for k, v in la.items()],
+        )
     if "l2_files" in data:
         w = data["l2_files"]
         kinds = ", ".join(f"{n} in {kind}/" for kind, n in sorted(w["by_folder"].items()))

@@ -637,7 +637,7 @@ def test_cold_section(smoke: tuple[str, dict[str, object], str]) -> None:
     thread without and with known sizes, a cold first L2 round for each, and the large
     call ran (L2, files written, memory sampled); one target line per target."""
     report, raw, _ = smoke
-    calls, resumed, rounds = section_tables(report, "## M. Cold")
+    calls, resumed, rounds, approx = section_tables(report, "## M. Cold")
     names = ["ARS middleware", "ARS core", "LangChain", "deepagents"]
     assert [row["policy"] for row in calls] == names
     assert [row["policy"] for row in resumed] == names
@@ -652,6 +652,13 @@ def test_cold_section(smoke: tuple[str, dict[str, object], str]) -> None:
     first = {row["policy"]: row["100 messages, first call of a process (ms)"] for row in calls}
     assert num(first["ARS middleware"]) > 0 and num(first["LangChain"]) > 0
     assert all(num(row["first L2 round (ms)"]) > 0 for row in rounds)
+    # the same round with the approximate estimator, in turn with the exact core and LangChain
+    assert [row["policy"] for row in approx] == [
+        "ARS core, approximate estimator",
+        "ARS core",
+        "LangChain",
+    ]
+    assert all(num(row["first L2 round (ms)"]) > 0 for row in approx)
     cold = raw["cold"]
     assert isinstance(cold, dict)
     big = cold["big"]
