@@ -544,6 +544,14 @@ def _render_resumed(sizes: Sequence[int], resumed: dict[str, dict[str, float]]) 
     return lines
 
 
+def _rounds_table(medians: dict[str, float]) -> list[str]:
+    """The first L2 round of each contender (ms) and its ratio to LangChain's."""
+    return table(
+        ["policy", "first L2 round (ms)", "vs LangChain"],
+        [[k, fmt_ms(v), fmt_ratio(v, medians["LangChain"])] for k, v in medians.items()],
+    )
+
+
 def render(ctx: Context, data: dict[str, Any]) -> list[str]:
     sizes = data["sizes"]
     per_call = data["per_call"]
@@ -585,10 +593,7 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
         "in turn, in orders that turn with each repetition (each takes each place as often):",
         "",
     ]
-    lines += table(
-        ["policy", "first L2 round (ms)", "vs LangChain"],
-        [[k, fmt_ms(v), fmt_ratio(v, l2["LangChain"])] for k, v in l2.items()],
-    )
+    lines += _rounds_table(l2)
     lines.append("")
     ratio = l2[ars] / l2["LangChain"]
     lines.append(
@@ -607,10 +612,7 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
             "exact core and LangChain:",
             "",
         ]
-        lines += table(
-            ["policy", "first L2 round (ms)", "vs LangChain"],
-            [[k, fmt_ms(v), fmt_ratio(v, la["LangChain"])] for k, v in la.items()],
-        )
+        lines += _rounds_table(la)
     if "l2_files" in data:
         w = data["l2_files"]
         kinds = ", ".join(f"{n} in {kind}/" for kind, n in sorted(w["by_folder"].items()))
