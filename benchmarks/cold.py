@@ -20,6 +20,8 @@ of an earlier call helps. Measured here, with fresh objects for every timed call
   same round with the approximate estimator (ARS's default without the
   ``tiktoken`` extra) in turn with the exact core and LangChain; and the files
   ARS's round writes, written again alone on the same disk;
+* one agent turn on a checkpointed thread (InMemorySaver; SQLite in a new process):
+  :mod:`benchmarks.cold_saver`;
 * one call over 20,000 messages of about 150 MB (tool results enlarged) with
   files on the local disk: its time and the peak memory it adds, against the
   history's text.
@@ -52,6 +54,7 @@ from ars_core import (
 from ars_core.estimate import default_estimator
 from ars_core.known_size import stamp_history
 
+from .cold_saver import CONTENDERS, measure_savers
 from .common import (
     LC,
     NO_TRIGGER_K,
@@ -402,6 +405,15 @@ def measure(ctx: Context) -> dict[str, Any]:
     )
 
     resumed = _resumed(ctx, middleware)
+    saver_n = _sizes(ctx)[0]
+    savers = measure_savers(
+        Fresh(ctx.runs, saver_n), saver_n, 3 if ctx.args.quick else 6, ctx.tmp / "savers", runs_dir
+    )
+    for zone, row in savers.items():
+        ctx.log(
+            f"  a turn on a checkpointed thread, {zone}: "
+            + ", ".join(f"{k} {v:.1f} ms" for k, v in row.items())
+        )
 
     l2_n = ctx.args.l2_size
     fresh = Fresh(ctx.runs, l2_n)
@@ -449,6 +461,8 @@ def measure(ctx: Context) -> dict[str, Any]:
         "l2_approx": l2_approx,
         "big": big,
         "resumed": resumed,
+        "savers": savers,
+        "saver_n": saver_n,
     }
 
 
@@ -544,6 +558,28 @@ def _render_resumed(sizes: Sequence[int], resumed: dict[str, dict[str, float]]) 
     return lines
 
 
+def _render_savers(n: int, savers: dict[str, dict[str, float]]) -> list[str]:
+    """The agent turns on checkpointed threads (:mod:`benchmarks.cold_saver`)."""
+    lines = [
+        f"One agent turn on a checkpointed thread of {n:,} messages, resumed cold: a LangChain "
+        "v1 agent (`create_agent`, a scripted model, no tools) with each middleware or none; "
+        "the whole `invoke` is timed (the checkpoint read and deserialized, the middleware, the "
+        "model call, the checkpoint written), by a new agent in the running process on an "
+        "`InMemorySaver`, and by a new process on a SQLite checkpointer (the median over the "
+        "threads, the first thread of each process left out). Each thread was grown by one run "
+        "of the same agent, so its answer is stamped as ARS stamps answers where ARS ran:",
+        "",
+    ]
+    zones = list(savers)
+    kinds = ["InMemorySaver", "SQLite, new process"]
+    rows = [
+        [name, *(fmt_ms(savers[z][f"{name} / {kind}"]) for z in zones for kind in kinds)]
+        for name in CONTENDERS
+    ]
+    header = ["agent", *(f"{z}, {kind} (ms)" for z in zones for kind in kinds)]
+    return [*lines, *table(header, rows), ""]
+
+
 def _rounds_table(medians: dict[str, float]) -> list[str]:
     """The first L2 round of each contender (ms) and its ratio to LangChain's."""
     return table(
@@ -584,6 +620,8 @@ def render(ctx: Context, data: dict[str, Any]) -> list[str]:
     lines.append("")
     if "resumed" in data:
         lines += _render_resumed(sizes, data["resumed"])
+    if "savers" in data:
+        lines += _render_savers(data["saver_n"], data["savers"])
     l2 = data["l2"]
     lines += [
         f"The first L2 round on {data['l2_n']:,} messages nothing has seen "

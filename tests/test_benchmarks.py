@@ -163,9 +163,10 @@ def test_report_has_every_section(smoke: tuple[str, dict[str, object], str]) -> 
     ):
         assert heading in report
     # A, L2, B, B defaults, B usage, C errors, C speed, D, E, F, G, H kinds, H fit, I stall,
-    # I memory, J formats, J images, K, L, M calls, M resumed calls, M first round,
+    # I memory, J formats, J images, K, L, M calls, M resumed calls, M checkpointed turns,
+    # M first round,
     # M first round with the approximate estimator, N
-    assert len(parse_tables(report)) == 24
+    assert len(parse_tables(report)) == 25
     assert set(raw) == {
         "per_call_ms",
         "l2_ms",
@@ -638,7 +639,11 @@ def test_cold_section(smoke: tuple[str, dict[str, object], str]) -> None:
     thread without and with known sizes, a cold first L2 round for each, and the large
     call ran (L2, files written, memory sampled); one target line per target."""
     report, raw, _ = smoke
-    calls, resumed, rounds, approx = section_tables(report, "## M. Cold")
+    calls, resumed, savers, rounds, approx = section_tables(report, "## M. Cold")
+    # one agent turn on a checkpointed thread: each agent, both zones, both savers
+    assert [row["agent"] for row in savers] == ["ARS middleware", "LangChain", "no middleware"]
+    for row in savers:
+        assert len(row) == 5 and all(num(v) > 0 for k, v in row.items() if k != "agent")
     names = ["ARS middleware", "ARS core", "LangChain", "deepagents"]
     assert [row["policy"] for row in calls] == names
     assert [row["policy"] for row in resumed] == names
