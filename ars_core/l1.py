@@ -340,6 +340,13 @@ def _pending_offload(
     if not digit_groups_are_tokens(encoding) or _shell_and_header_above(exact, m, header, limit):
         return None
 
+    return _pending_form_of(m, text, estimator, limit, path, header)
+
+
+def _pending_form_of(
+    m: Message, text: str, estimator: Estimator, limit: int, path: str, header: str
+) -> tuple[Message, FileWrite]:
+    """The pending form of the offload of ``m`` to ``path`` and its write."""
     maker = _PendingOffload(m, text, estimator, limit, path, header)
     proto = m.with_content("", **{MARK_OFFLOADED: path})
     return pending_form(proto, maker.fill, maker.may_hold), FileWrite(path, text)
@@ -372,9 +379,7 @@ def _pending_by_features(
     header = offload_body(path, text, "", size)
     if message_tokens(estimator, m.with_content("")) + estimator.count_text(header) > limit:
         return None
-    maker = _PendingOffload(m, text, estimator, limit, path, header)
-    proto = m.with_content("", **{MARK_OFFLOADED: path})
-    return pending_form(proto, maker.fill, maker.may_hold), FileWrite(path, text)
+    return _pending_form_of(m, text, estimator, limit, path, header)
 
 
 class _PendingOffload:

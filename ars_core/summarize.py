@@ -434,7 +434,8 @@ def history_exceeds(history: Sequence[Message], estimator: Estimator, limit: int
     if not is_incremental(estimator):
         return sum(message_sizes(estimator, history)) > limit
     count, key = estimator.count_message, estimator.cache_key
-    size = memo.current().history_size(history, key, count, no_bound)  # none counted all
+    # no bound: nothing is counted up front, only newest first as far as the limit needs
+    size = memo.current().history_size(history, key, count, no_bound)
     if size.exact:
         return size.tokens > limit
     if held_counts_exceed(history, key, limit):  # what the first pass below finds first
