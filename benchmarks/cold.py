@@ -207,8 +207,11 @@ def contenders(
     trigger = int(threshold_k * 1024)
     serial = iter(range(10**9))
     new_thread = threshold_k != NO_TRIGGER_K  # an L2 round: nothing of it seen before
-    chosen = {} if estimator is None else {"estimator": estimator()}
-    core_engine = Compressor(config, backend=FsspecBackend(folder.as_uri()), **chosen)
+
+    def chosen() -> dict[str, Any]:  # the core's estimator, a new one for each engine
+        return {} if estimator is None else {"estimator": estimator()}
+
+    core_engine = Compressor(config, backend=FsspecBackend(folder.as_uri()), **chosen())
 
     def core() -> Callable[[], Any]:
         k = next(serial)
@@ -218,7 +221,7 @@ def contenders(
                 config,
                 backend=FsspecBackend((folder / f"core-{k}").as_uri()),
                 summarizer=InstantSummarizer(),
-                **({} if estimator is None else {"estimator": estimator()}),
+                **chosen(),
             )
         messages = fresh.core()
         return lambda: engine.call(messages, lambda v: REPLY, system=fresh.system, thread=f"t{k}")
@@ -406,9 +409,8 @@ def measure(ctx: Context) -> dict[str, Any]:
 
     resumed = _resumed(ctx, middleware)
     saver_n = _sizes(ctx)[0]
-    savers = measure_savers(
-        Fresh(ctx.runs, saver_n), saver_n, 3 if ctx.args.quick else 6, ctx.tmp / "savers", runs_dir
-    )
+    threads = 3 if ctx.args.quick else 6
+    savers = measure_savers(Fresh(ctx.runs, saver_n), threads, ctx.tmp / "savers")
     for zone, row in savers.items():
         ctx.log(
             f"  a turn on a checkpointed thread, {zone}: "
@@ -485,20 +487,19 @@ def _round_files(rounds: Path, again: Path) -> dict[str, Any]:
     for path in files:
         kind = path.split("/")[-2] if "/" in path else "."
         by_folder[kind] = by_folder.get(kind, 0) + 1
-    samples = []
+    timing = Timing()
     for k in range(WRITE_AGAIN):
         backend = FsspecBackend((again / f"w{k}").as_uri())
         gc.collect()
         t0 = time.perf_counter()
         errors = backend.write_files((path, [data]) for path, data in files.items())
-        samples.append(time.perf_counter() - t0)
+        timing.samples.append(time.perf_counter() - t0)
         assert not errors, errors
-    samples.sort()
     return {
         "files": len(files),
         "by_folder": by_folder,
         "bytes": sum(map(len, files.values())),
-        "ms": samples[len(samples) // 2] * 1000,
+        "ms": timing.median_ms,
     }
 
 

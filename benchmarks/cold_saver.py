@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -30,7 +29,7 @@ from typing import Any
 from ars_core import FsspecBackend, SummaryConfig
 from ars_core.estimate import default_estimator
 
-from .common import InstantSummarizer, fake_chat_model, run_section_child
+from .common import NO_TRIGGER_K, InstantSummarizer, Timing, fake_chat_model, run_section_child
 
 __all__ = ["CONTENDERS", "measure_savers"]
 
@@ -94,12 +93,11 @@ def _timed_turns(agent: Any, name: str, threads: int) -> list[float]:
 
 
 def _median_ms(samples: list[float]) -> float:
-    return statistics.median(samples[1:] if len(samples) > 1 else samples) * 1000
+    """The median of ``samples`` but the first (the first thread of its process)."""
+    return Timing(samples[1:] if len(samples) > 1 else samples).median_ms
 
 
-def measure_savers(
-    fresh: Any, n: int, threads: int, tmp: Path, runs_dir: Path
-) -> dict[str, dict[str, float]]:
+def measure_savers(fresh: Any, threads: int, tmp: Path) -> dict[str, dict[str, float]]:
     """``{zone: {"<contender> / <saver>": ms}}`` for T far above the history and
     for the history at :data:`ZONE` of T."""
     from langgraph.checkpoint.memory import InMemorySaver
@@ -107,7 +105,7 @@ def measure_savers(
 
     tmp.mkdir(parents=True, exist_ok=True)
     exact = default_estimator().count(fresh.core())
-    zones = {"far below T": 1e6, f"at {ZONE:.0%} of T": exact / ZONE / 1024}
+    zones = {"far below T": float(NO_TRIGGER_K), f"at {ZONE:.0%} of T": exact / ZONE / 1024}
     out: dict[str, dict[str, float]] = {}
     for zone, threshold_k in zones.items():
         row: dict[str, float] = {}

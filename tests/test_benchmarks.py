@@ -164,8 +164,7 @@ def test_report_has_every_section(smoke: tuple[str, dict[str, object], str]) -> 
         assert heading in report
     # A, L2, B, B defaults, B usage, C errors, C speed, D, E, F, G, H kinds, H fit, I stall,
     # I memory, J formats, J images, K, L, M calls, M resumed calls, M checkpointed turns,
-    # M first round,
-    # M first round with the approximate estimator, N
+    # M first round, M first round with the approximate estimator, N
     assert len(parse_tables(report)) == 25
     assert set(raw) == {
         "per_call_ms",

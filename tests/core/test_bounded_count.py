@@ -345,13 +345,14 @@ def test_an_estimator_without_a_bound_counts_a_cold_history_newest_first(mode: s
     history = agent_run(40, "approx")
     system = "You are a careful agent. 日本語も話せます。"
     size = ApproxEstimator().count(fresh(history), system=system)
-    key = ApproxEstimator().cache_key
+    counter = ApproxEstimator()  # its counts are kept on the messages for every instance
+    key = counter.cache_key
     seen = []
     for counted_first in (False, True):
         messages = fresh(history)
         if counted_first:
             for m in messages:
-                ApproxEstimator().count_message(m)
+                counter.count_message(m)
         compressor, emitter = engine(ApproxEstimator(), size // 6)
         outcome = run(compressor, messages, mode)
         calls = [m for m in messages[:40] if m.tool_calls]
